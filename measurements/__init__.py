@@ -1,0 +1,1 @@
+"""meshsim.measurements: real probe results with their provenance. Data, not code."""

@@ -1,0 +1,3 @@
+from meshsim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""Built-in models shipped in ``meshsim.models`` and lookup by name or file path."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+from meshsim.errors import ModelError
+from meshsim.mesh import MeshModel, mesh_from_data
+from meshsim.topology import Topology, chain_topology, topology_from_data
+from meshsim.yamlio import read_yaml
+
+_CHAIN = re.compile(r"^chain(\d+)$")
+
+
+def _dir(kind: str) -> Path:
+    return Path(str(resources.files("meshsim.models").joinpath(kind)))
+
+
+def _names(kind: str) -> list[str]:
+    return sorted(p.stem for p in _dir(kind).glob("*.yaml"))
+
+
+def list_topologies() -> list[str]:
+    return _names("topologies") + ["chainN"]
+
+
+def list_meshes() -> list[str]:
+    return _names("meshes")
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or "/" in ref or "\\" in ref
+
+
+def _builtin_file(kind: str, name: str) -> Path | None:
+    path = _dir(kind) / f"{name}.yaml"
+    return path if path.is_file() else None
+
+
+def load_topology(ref: str | Path | Topology) -> Topology:
+    """A built-in name (``chain3``, ``chain7``, ``bookinfo``...) or a YAML file path."""
+    if isinstance(ref, Topology):
+        return ref
+    ref = str(ref)
+    if _looks_like_path(ref):
+        path = Path(ref)
+        if not path.is_file():
+            raise ModelError(f"--topology: file {ref} does not exist")
+        data, digest = read_yaml(path)
+        return topology_from_data(data, str(path), digest)
+    path = _builtin_file("topologies", ref)
+    if path is not None:
+        data, digest = read_yaml(path)
+        return topology_from_data(data, f"models/topologies/{path.name}", digest)
+    match = _CHAIN.match(ref)
+    if match:
+        return chain_topology(load_topology("chain3"), int(match.group(1)))
+    raise ModelError(f"--topology: unknown topology {ref!r} (known: {', '.join(list_topologies())}, or a FILE.yaml)")
+
+
+def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
+    """A built-in mesh name (``istio``, ``linkerd``...) or a mesh model YAML file path."""
+    if isinstance(ref, MeshModel):
+        return ref
+    ref = str(ref)
+    if _looks_like_path(ref):
+        path = Path(ref)
+        if not path.is_file():
+            raise ModelError(f"--mesh-model: file {ref} does not exist")
+        data, digest = read_yaml(path)
+        return mesh_from_data(data, str(path), digest)
+    path = _builtin_file("meshes", ref)
+    if path is None:
+        raise ModelError(f"--mesh: unknown mesh {ref!r} (known: {', '.join(list_meshes())}, or --mesh-model FILE)")
+    data, digest = read_yaml(path)
+    return mesh_from_data(data, f"models/meshes/{path.name}", digest)

@@ -1,0 +1,223 @@
+"""Mesh models: how a mesh's proxies spend time on each pass of a request, and what each feature adds.
+
+Data in ``models/meshes/*.yaml`` (schema ``meshsim/mesh/v1``, documented in models/README.md). The dispatch
+discipline is part of the model because it changes queueing: Envoy pins each downstream connection to one worker
+(W separate FIFO queues), tokio- and Go-based proxies share work across their workers (one queue, W servers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from meshsim.distributions import Distribution, MS, parse_distribution
+from meshsim.errors import ModelError
+from meshsim.wakeup import WakeUp, parse_wakeup
+from meshsim.yamlio import Section, content_hash, parse_yaml_text
+
+SCHEMA = "meshsim/mesh/v1"
+PASS_KINDS = ("inbound_request", "inbound_response", "outbound_request", "outbound_response")
+LB_PASS_KINDS = ("request", "response")
+DISPATCH = ("pinned", "shared")
+PLACEMENT = ("sidecar", "node")
+BALANCE = ("hash", "round_robin")
+LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
+
+
+@dataclass(frozen=True)
+class Memory:
+    base_mb: float = 0.0
+    per_connection_mb: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProxyModel:
+    """One proxy process: its workers, dispatch, per-pass service times and resource model."""
+
+    kind: str
+    passes: Mapping[str, Distribution]
+    workers: int = 2
+    dispatch: str = "pinned"
+    placement: str = "sidecar"
+    connection_balance: str = "hash"
+    cpu_limit: float | None = None
+    header_bytes: int = 0
+    per_kb: float = 0.0
+    post_response: Distribution | None = None
+    wakeup: WakeUp | None = None
+    memory: Memory = field(default_factory=Memory)
+    policy: str = "round_robin"
+
+
+@dataclass(frozen=True)
+class Handshake:
+    cpu: Distribution
+    round_trips: int = 1
+
+
+@dataclass(frozen=True)
+class Collector:
+    """A station receiving exported spans; its saturation backs up nothing but shows in CPU."""
+
+    workers: int
+    service: Distribution
+
+
+@dataclass(frozen=True)
+class Feature:
+    """An add-on such as mtls or tracing: extra time per pass and per KB, handshakes, export work."""
+
+    name: str
+    default: bool = False
+    per_pass: Mapping[str, Distribution] = field(default_factory=dict)
+    per_kb: float = 0.0
+    header_bytes: int = 0
+    handshake: Handshake | None = None
+    post_response: Distribution | None = None
+    collector: Collector | None = None
+    sampling: float = 1.0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class MeshModel:
+    name: str
+    proxy: ProxyModel | None
+    features: Mapping[str, Feature]
+    load_balancer: ProxyModel | None
+    client_lb_policy: str = "round_robin"
+    version: str = ""
+    description: str = ""
+    calibration: Mapping[str, Any] = field(default_factory=dict)
+    origin: str = ""
+    content_hash: str = ""
+
+    def with_proxy_overrides(self, workers: int | None = None, cpu_limit: float | None = None) -> "MeshModel":
+        if self.proxy is None or (workers is None and cpu_limit is None):
+            return self
+        proxy = self.proxy
+        if workers is not None:
+            proxy = replace(proxy, workers=workers)
+        if cpu_limit is not None:
+            proxy = replace(proxy, cpu_limit=cpu_limit)
+        return replace(self, proxy=proxy)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+_META = ("source", "note", "fit", "description")
+
+
+def _dist(s: Section, name: str, required: bool = True) -> Distribution | None:
+    if not s.has(name):
+        if required:
+            raise ModelError(f"{s.key(name)}: missing")
+        return None
+    return parse_distribution(s.data[name], s.key(name))
+
+
+def _memory(s: Section | None) -> Memory:
+    if s is None:
+        return Memory()
+    s.reject_unknown(("base_mb", "per_connection_mb", *_META))
+    return Memory(s.number("base_mb", 0.0), s.number("per_connection_mb", 0.0))
+
+
+def _cpu_limit(s: Section) -> float | None:
+    return s.number("cpu_limit", strictly_positive=True) if s.has("cpu_limit") else None
+
+
+def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
+    s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
+                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", *_META))
+    passes_sec = s.section("passes")
+    assert passes_sec is not None
+    passes_sec.reject_unknown((*pass_kinds, *_META))
+    passes = {k: _dist(passes_sec, k) for k in pass_kinds}
+    return ProxyModel(
+        kind=s.string("kind", "envoy"),
+        passes=passes,  # type: ignore[arg-type]
+        workers=s.integer("workers", 2),
+        dispatch=s.choice("dispatch", DISPATCH, "pinned"),
+        placement=s.choice("placement", PLACEMENT, "sidecar"),
+        connection_balance=s.choice("connection_balance", BALANCE, "hash"),
+        cpu_limit=_cpu_limit(s),
+        header_bytes=s.integer("header_bytes", 0, minimum=0),
+        per_kb=s.number("per_kb_ms", 0.0) * MS,
+        post_response=_dist(s, "post_response", required=False),
+        wakeup=parse_wakeup(s.section("wakeup", required=False)),
+        memory=_memory(s.section("memory", required=False)),
+        policy=s.choice("policy", LB_POLICIES, "round_robin"),
+    )
+
+
+def _per_pass(s: Section) -> dict[str, Distribution]:
+    if not s.has("per_pass"):
+        return {}
+    raw = s.data["per_pass"]
+    if isinstance(raw, Mapping) and "family" not in raw:
+        sub = Section(raw, s.key("per_pass"))
+        sub.reject_unknown((*PASS_KINDS, *_META))
+        return {k: parse_distribution(sub.data[k], sub.key(k)) for k in PASS_KINDS if sub.has(k)}
+    dist = parse_distribution(raw, s.key("per_pass"))
+    return {k: dist for k in PASS_KINDS}
+
+
+def _feature(name: str, s: Section) -> Feature:
+    s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
+                      "collector", "sampling", *_META))
+    handshake = None
+    hs = s.section("handshake", required=False)
+    if hs is not None:
+        hs.reject_unknown(("cpu", "round_trips", *_META))
+        handshake = Handshake(_dist(hs, "cpu"), hs.integer("round_trips", 1, minimum=0))  # type: ignore[arg-type]
+    collector = None
+    cs = s.section("collector", required=False)
+    if cs is not None:
+        cs.reject_unknown(("workers", "service", *_META))
+        collector = Collector(cs.integer("workers", 1), _dist(cs, "service"))  # type: ignore[arg-type]
+    sampling = s.number("sampling", 1.0)
+    if sampling > 1:
+        raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
+    default = s.get("default", False)
+    if not isinstance(default, bool):
+        raise ModelError(f"{s.key('default')}: expected true or false, got {default!r}")
+    return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0) * MS, s.integer("header_bytes", 0, minimum=0),
+                   handshake, _dist(s, "post_response", required=False), collector, sampling,
+                   s.get("description", ""))
+
+
+def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
+    top = Section(data, f"{where}:")
+    top.reject_unknown(("schema", "name", "version", "description", "sources", "proxy", "features",
+                        "load_balancer", "client_lb_policy", "calibration", *_META))
+    if top.get("schema", SCHEMA) != SCHEMA:
+        raise ModelError(f"{top.key('schema')}: expected {SCHEMA!r}, got {top.get('schema')!r}")
+    proxy_sec = top.section("proxy", required=False)
+    proxy = _proxy(proxy_sec, PASS_KINDS) if proxy_sec is not None else None
+    features: dict[str, Feature] = {}
+    feat_sec = top.section("features", required=False)
+    if feat_sec is not None:
+        if proxy is None and feat_sec.data:
+            raise ModelError(f"{feat_sec.where}: features need a proxy (this mesh has none)")
+        for fname in feat_sec.data:
+            features[str(fname)] = _feature(str(fname), Section(feat_sec.data[fname], feat_sec.key(str(fname))))
+    lb_sec = top.section("load_balancer", required=False)
+    lb = _proxy(lb_sec, LB_PASS_KINDS) if lb_sec is not None else None
+    calibration = top.get("calibration", {})
+    return MeshModel(
+        name=top.string("name"),
+        proxy=proxy,
+        features=features,
+        load_balancer=lb,
+        client_lb_policy=top.choice("client_lb_policy", LB_POLICIES, "round_robin"),
+        version=str(top.get("version", "")),
+        description=str(top.get("description", "")),
+        calibration=calibration if isinstance(calibration, Mapping) else {},
+        origin=where,
+        content_hash=digest,
+    )
+
+
+def load_mesh_text(text: str, where: str = "<uploaded mesh model>") -> MeshModel:
+    return mesh_from_data(parse_yaml_text(text, where), where, content_hash(text))

@@ -1,0 +1,45 @@
+"""Plain-text rendering of a prediction for the terminal."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def prediction_table(d: dict[str, Any]) -> str:
+    inp = d["inputs"]
+    load = inp["load"]
+    rate = load.get("rps") or load.get("qps")
+    head = (f"meshsim predict: {inp['topology']['name']} on {inp['mesh']['name']}"
+            f" features={','.join(inp['features']) or 'none'} lb={inp['lb']} load={load['model']}"
+            + (f" rate={rate:g} rps" if rate else "")
+            + (f" connections={load['connections']}" if "connections" in load else ""))
+    lines = [head, f"{d['replications']} replications x {inp['duration_s']:.3g} s simulated"
+             f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall", ""]
+    lines.append(f"{'latency':<10}{'ms':>10}   95% CI")
+    for key, label in (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"),
+                       ("mean", "mean")):
+        lo, hi = d["latency_ci95_ms"][key]
+        lines.append(f"{label:<10}{_f(d['latency_ms'][key]):>10}   [{_f(lo)}, {_f(hi)}]")
+    lines.append("")
+    lines.append(f"achieved rps     {_f(d['achieved_rps'], 1)}")
+    lines.append("")
+    lines.append(f"{'component':<28}{'cpu cores':>10}{'utilisation':>13}{'memory MB':>11}")
+    for comp in sorted(d["cpu_cores"], key=lambda c: -d["utilization"][c]):
+        mem = d["memory_mb"].get(comp)
+        lines.append(f"{comp:<28}{_f(d['cpu_cores'][comp]):>10}{d['utilization'][comp] * 100:>12.1f}%"
+                     f"{_f(mem, 1) if mem is not None else '':>11}")
+    lines.append("")
+    sat = d["saturation_rps"]
+    lines.append(f"bottleneck       {d['bottleneck']}")
+    lines.append(f"saturation rps   {_f(sat, 0) if sat is not None else 'none'}"
+                 "   (offered rate at which the bottleneck reaches 100 %)")
+    if d["in_flight"]:
+        lines.append(f"in flight at end {d['in_flight']:.1f} requests per replication (not in the percentiles)")
+    for w in d["warnings"]:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""A measurement run: one load-generator result plus the manifest saying how it was made.
+
+On disk a run is a folder holding ``manifest.yaml``, the load generator's result (``fortio.json``) and, when fortio
+wrote one, its per-request access log (``access.jsonl``). The format is documented in measurements/README.md.
+Writing is atomic (a temporary folder renamed into place) so an interrupted calibration never leaves half a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from meshsim.errors import ModelError
+
+SCHEMA = "meshsim/run/v1"
+PATH_MODES = ("baseline", "server-sidecar", "both-sidecars", "proxy-lb", "client-lb")
+SOURCES = ("lab", "kube", "istio-tools", "published")
+STATUSES = ("ok", "saturated", "failed")
+MANIFEST = "manifest.yaml"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What was measured: mesh, path through the proxies, features and shape of the call graph."""
+
+    mesh: str
+    path: str
+    features: tuple[str, ...] = ()
+    topology: str = "single"
+    mesh_version: str = ""
+    proxy_workers: int | None = None
+    proxy_cpu_limit: float | None = None
+    replicas: int = 1
+    payload_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How the load generator was driven (fortio's own flags where it was fortio)."""
+
+    generator: str = "fortio"
+    qps: float | None = None
+    connections: int = 1
+    duration_s: float | None = None
+    uniform: bool = False
+    jitter: bool = False
+    nocatchup: bool = False
+    resolution_s: float | None = None
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """Provenance and setup of one run; every measured number in a run folder is explained here."""
+
+    id: str
+    source: str
+    provenance: str
+    when: str
+    where: Mapping[str, Any]
+    setup: Setup
+    load: LoadSettings
+    cpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    memory_mb: Mapping[str, float] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=lambda: {"result": "fortio.json"})
+    status: str = "ok"
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["setup"]["features"] = list(self.setup.features)
+        data["where"] = dict(self.where)
+        data["cpu_seconds"] = dict(self.cpu_seconds)
+        data["memory_mb"] = dict(self.memory_mb)
+        data["files"] = dict(self.files)
+        return {"schema": SCHEMA, **data}
+
+
+def _fail(where: str, key: str, problem: str) -> ModelError:
+    return ModelError(f"{where}: {key}: {problem}")
+
+
+def _take(data: Mapping[str, Any], cls: type, where: str, prefix: str) -> Any:
+    """Build dataclass ``cls`` from ``data``, raising on unknown or missing keys."""
+    fields = cls.__dataclass_fields__
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise _fail(where, f"{prefix}{unknown[0]}", f"unknown key (known: {', '.join(fields)})")
+    required = [n for n, f in fields.items() if f.default is MISSING and f.default_factory is MISSING]
+    missing = [n for n in required if n not in data]
+    if missing:
+        raise _fail(where, f"{prefix}{missing[0]}", "missing")
+    return cls(**data)
+
+
+def manifest_from_dict(data: Any, where: str) -> RunManifest:
+    """Validate a parsed manifest; every error names the file (``where``) and the key."""
+    if not isinstance(data, Mapping):
+        raise _fail(where, "(top level)", "expected a mapping")
+    if data.get("schema", SCHEMA) != SCHEMA:
+        raise _fail(where, "schema", f"expected {SCHEMA!r}, got {data.get('schema')!r}")
+    body = {k: v for k, v in data.items() if k != "schema"}
+    for key in ("setup", "load"):
+        if not isinstance(body.get(key), Mapping):
+            raise _fail(where, key, "missing or not a mapping")
+    setup_data = dict(body["setup"])
+    setup_data["features"] = tuple(setup_data.get("features") or ())
+    body["setup"] = _take(setup_data, Setup, where, "setup.")
+    body["load"] = _take(dict(body["load"]), LoadSettings, where, "load.")
+    manifest = _take(body, RunManifest, where, "")
+    _check(manifest, where)
+    return manifest
+
+
+def _check(m: RunManifest, where: str) -> None:
+    if not m.id or "/" in m.id:
+        raise _fail(where, "id", f"must be a non-empty name without '/', got {m.id!r}")
+    if m.source not in SOURCES:
+        raise _fail(where, "source", f"unknown source {m.source!r} (known: {', '.join(SOURCES)})")
+    if not str(m.provenance).strip():
+        raise _fail(where, "provenance", "empty: a run without provenance is not used")
+    if m.setup.path not in PATH_MODES:
+        raise _fail(where, "setup.path", f"unknown mode {m.setup.path!r} (known: {', '.join(PATH_MODES)})")
+    if m.status not in STATUSES:
+        raise _fail(where, "status", f"unknown status {m.status!r} (known: {', '.join(STATUSES)})")
+    if m.load.connections < 1:
+        raise _fail(where, "load.connections", f"must be >= 1, got {m.load.connections}")
+    if m.load.qps is not None and m.load.qps < 0:
+        raise _fail(where, "load.qps", f"must be >= 0, got {m.load.qps}")
+    for name, seconds in m.cpu_seconds.items():
+        if not isinstance(seconds, (int, float)) or seconds < 0:
+            raise _fail(where, f"cpu_seconds.{name}", f"must be a non-negative number, got {seconds!r}")
+
+
+def read_manifest(folder_or_file: str | Path) -> RunManifest:
+    """Read and validate ``manifest.yaml`` of a run folder (or the file itself)."""
+    path = Path(folder_or_file)
+    if path.is_dir():
+        path = path / MANIFEST
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"{where}: cannot read manifest ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ModelError(f"{where}:{line} invalid YAML ({getattr(exc, 'problem', exc)})") from None
+    return manifest_from_dict(data, where)
+
+
+def write_run(
+    folder: str | Path,
+    manifest: RunManifest,
+    result_json: Mapping[str, Any] | bytes | None,
+    access_log: str | Path | None = None,
+) -> Path:
+    """Write a run folder atomically: everything lands in a temp folder that is renamed into place."""
+    folder = Path(folder)
+    manifest_from_dict(manifest.to_dict(), str(folder / MANIFEST))  # refuse to write what we could not read back
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        files = dict(manifest.files)
+        if result_json is not None:
+            raw = result_json if isinstance(result_json, bytes) else json.dumps(result_json, indent=1).encode()
+            (tmp / files.get("result", "fortio.json")).write_bytes(raw)
+        if access_log is not None:
+            files.setdefault("access_log", "access.jsonl")
+            shutil.copyfile(access_log, tmp / files["access_log"])
+        data = manifest.to_dict()
+        data["files"] = files
+        (tmp / MANIFEST).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder

@@ -1,0 +1,57 @@
+"""A scenario: what is simulated (topology x mesh x features x load-balancing mode x who has sidecars).
+
+Kept apart from the engine so that another engine can run the same description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshsim.errors import MeshsimError
+from meshsim.mesh import MeshModel
+from meshsim.topology import Topology
+
+LB_MODES = ("client", "proxy")
+# Who has a proxy on the path: both = the client and every service (Istio's "both"), server = services only
+# ("serveronly"), none = baseline (the mesh's proxies are bypassed).
+MESH_SCOPES = ("both", "server", "none")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    topology: Topology
+    mesh: MeshModel
+    features: tuple[str, ...] = ()
+    lb: str = "client"
+    scope: str = "both"
+
+    @property
+    def meshed(self) -> bool:
+        return self.mesh.proxy is not None and self.scope != "none"
+
+
+def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Defaults of the mesh plus ``requested``; ``no-NAME`` turns a default off. Unknown names are errors."""
+    active = {name for name, f in mesh.features.items() if f.default}
+    for raw in requested:
+        name = raw.strip()
+        if not name:
+            continue
+        off = name.startswith("no-")
+        base = name[3:] if off else name
+        if base not in mesh.features:
+            known = ", ".join(sorted(mesh.features)) or "none"
+            raise MeshsimError(f"--features: mesh {mesh.name!r} has no feature {base!r} (known: {known})")
+        (active.discard if off else active.add)(base)
+    return tuple(sorted(active))
+
+
+def build_scenario(topology: Topology, mesh: MeshModel, features: tuple[str, ...] | list[str] = (),
+                   lb: str = "client", scope: str = "both") -> Scenario:
+    if lb not in LB_MODES:
+        raise MeshsimError(f"--lb: unknown mode {lb!r} (known: {', '.join(LB_MODES)})")
+    if scope not in MESH_SCOPES:
+        raise MeshsimError(f"--scope: unknown value {scope!r} (known: {', '.join(MESH_SCOPES)})")
+    if lb == "proxy" and mesh.load_balancer is None:
+        raise MeshsimError(f"--lb proxy: mesh model {mesh.name!r} ({mesh.origin}) has no load_balancer section")
+    return Scenario(topology, mesh, resolve_features(mesh, tuple(features)), lb, scope)

@@ -1,0 +1,268 @@
+"""Topologies: the call graph of services, their app work and payloads, and the network between them.
+
+A topology is data (``models/topologies/*.yaml``, schema ``meshsim/topology/v1``, documented in
+models/README.md); this module turns it into frozen dataclasses and validates it once: unknown callees, cycles,
+impossible numbers are refused with the file and key named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Union
+
+from meshsim.distributions import Distribution, parse_distribution
+from meshsim.errors import ModelError
+from meshsim.wakeup import WakeUp, parse_wakeup
+from meshsim.yamlio import Section, content_hash, parse_yaml_text
+
+SCHEMA = "meshsim/topology/v1"
+
+
+@dataclass(frozen=True)
+class Compute:
+    """App work on one core of the replica (request-side before calls, response-side after)."""
+
+    time: Distribution
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call one downstream service and wait for its response."""
+
+    service: str
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Call several services at once and wait for all (fork/join)."""
+
+    services: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Choose:
+    """Call one of several services (versions) picked by weight."""
+
+    services: tuple[str, ...]
+    weights: tuple[float, ...]
+
+
+Step = Union[Compute, Call, Parallel, Choose]
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    handler: tuple[Step, ...]
+    replicas: int = 1
+    cores: int = 1
+    request_bytes: int = 200
+    response_bytes: int = 1024
+    node: str | None = None
+    wakeup: WakeUp | None = None
+
+    def callees(self) -> tuple[str, ...]:
+        names: list[str] = []
+        for step in self.handler:
+            if isinstance(step, Call):
+                names.append(step.service)
+            elif isinstance(step, (Parallel, Choose)):
+                names.extend(step.services)
+        return tuple(names)
+
+
+@dataclass(frozen=True)
+class EdgeHop:
+    """A hop between an outside client and the entry service: NodePort bridge, cloud LB, edge proxy."""
+
+    name: str
+    latency: Distribution
+    workers: int | None = None
+    service: Distribution | None = None
+
+
+@dataclass(frozen=True)
+class Network:
+    loopback: Distribution
+    same_node: Distribution
+    cross_node: Distribution
+    bandwidth_bps: float
+    client_rtt: Distribution | None = None
+    edge: tuple[EdgeHop, ...] = ()
+
+
+@dataclass(frozen=True)
+class Client:
+    """The load generator's own per-request work and where it runs."""
+
+    overhead: Distribution | None = None
+    node: str = "client"
+    request_bytes: int = 100
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    entry: str
+    services: Mapping[str, Service]
+    network: Network
+    client: Client = field(default_factory=Client)
+    description: str = ""
+    origin: str = ""
+    content_hash: str = ""
+
+    def node_of(self, service: str) -> str:
+        node = self.services[service].node
+        return node if node is not None else f"node-{service}"
+
+    def with_payload(self, response_bytes: int) -> "Topology":
+        """Every service answers ``response_bytes`` (fortio echo ?size=...)."""
+        services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
+        return replace(self, services=services)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _dist(section: Section, name: str, required: bool = True) -> Distribution | None:
+    if not section.has(name):
+        if required:
+            raise ModelError(f"{section.key(name)}: missing")
+        return None
+    return parse_distribution(section.data[name], section.key(name))
+
+
+def _step(raw: Any, where: str) -> Step:
+    s = Section(raw, where)
+    kinds = [k for k in ("compute", "call", "parallel", "choose") if k in s.data]
+    if len(kinds) != 1:
+        raise ModelError(f"{where}: a step has exactly one of compute, call, parallel, choose (got {list(s.data)})")
+    kind = kinds[0]
+    s.reject_unknown((kind, "source", "note"))
+    if kind == "compute":
+        return Compute(parse_distribution(s.data["compute"], s.key("compute")))
+    if kind == "call":
+        return Call(s.string("call"))
+    if kind == "parallel":
+        names = s.data["parallel"]
+        if not isinstance(names, list) or len(names) < 2 or not all(isinstance(n, str) for n in names):
+            raise ModelError(f"{s.key('parallel')}: expected a list of at least two service names")
+        return Parallel(tuple(names))
+    options = Section(s.data["choose"], s.key("choose"))
+    if len(options.data) < 1:
+        raise ModelError(f"{s.key('choose')}: expected service: weight pairs")
+    weights = tuple(options.number(str(n), strictly_positive=True) for n in options.data)
+    total = sum(weights)
+    return Choose(tuple(str(n) for n in options.data), tuple(w / total for w in weights))
+
+
+def _service(name: str, raw: Any, where: str) -> Service:
+    s = Section(raw, where)
+    s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "handler", "wakeup",
+                      "source", "note", "language"))
+    handler_raw = s.require("handler")
+    if not isinstance(handler_raw, list) or not handler_raw:
+        raise ModelError(f"{s.key('handler')}: expected a non-empty list of steps")
+    handler = tuple(_step(step, f"{s.key('handler')}[{i}]") for i, step in enumerate(handler_raw))
+    return Service(
+        name=name,
+        handler=handler,
+        replicas=s.integer("replicas", 1),
+        cores=s.integer("cores", 1),
+        request_bytes=s.integer("request_bytes", 200, minimum=0),
+        response_bytes=s.integer("response_bytes", 1024, minimum=0),
+        node=s.get("node"),
+        wakeup=parse_wakeup(s.section("wakeup", required=False)),
+    )
+
+
+def _network(s: Section) -> Network:
+    s.reject_unknown(("loopback", "same_node", "cross_node", "bandwidth_gbps", "client_rtt", "edge", "source",
+                      "note"))
+    edge = []
+    for i, raw in enumerate(s.get("edge", [])):
+        e = Section(raw, f"{s.key('edge')}[{i}]")
+        e.reject_unknown(("name", "latency", "workers", "service", "source", "note"))
+        workers = e.integer("workers") if e.has("workers") else None
+        service = _dist(e, "service", required=workers is not None)
+        edge.append(EdgeHop(e.string("name"), _dist(e, "latency"), workers, service))  # type: ignore[arg-type]
+    return Network(
+        loopback=_dist(s, "loopback"),  # type: ignore[arg-type]
+        same_node=_dist(s, "same_node"),  # type: ignore[arg-type]
+        cross_node=_dist(s, "cross_node"),  # type: ignore[arg-type]
+        bandwidth_bps=s.number("bandwidth_gbps", strictly_positive=True) * 1e9,
+        client_rtt=_dist(s, "client_rtt", required=False),
+        edge=tuple(edge),
+    )
+
+
+def _check_graph(services: Mapping[str, Service], entry: str, where: str) -> None:
+    if entry not in services:
+        raise ModelError(f"{where} entry: unknown service {entry!r} (known: {', '.join(services)})")
+    for svc in services.values():
+        for callee in svc.callees():
+            if callee not in services:
+                raise ModelError(f"{where} services.{svc.name}.handler: calls unknown service {callee!r}")
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for callee in services[name].callees():
+            if state.get(callee) == 1:
+                cycle = " -> ".join(path[path.index(callee):] + [callee]) if callee in path else callee
+                raise ModelError(f"{where} services: call graph has a cycle: {cycle}")
+            if state.get(callee) is None:
+                visit(callee, path + [callee])
+        state[name] = 2
+
+    for name in services:
+        if name not in state:
+            visit(name, [name])
+
+
+def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
+    top = Section(data, f"{where}:")
+    top.reject_unknown(("schema", "name", "description", "entry", "client", "network", "services", "source",
+                        "sources", "note"))
+    if top.get("schema", SCHEMA) != SCHEMA:
+        raise ModelError(f"{top.key('schema')}: expected {SCHEMA!r}, got {top.get('schema')!r}")
+    services_sec = top.section("services")
+    assert services_sec is not None
+    if not services_sec.data:
+        raise ModelError(f"{top.key('services')}: no services")
+    services = {str(n): _service(str(n), raw, services_sec.key(str(n))) for n, raw in services_sec.data.items()}
+    entry = top.string("entry")
+    _check_graph(services, entry, f"{where}:")
+    client_sec = top.section("client", required=False)
+    client = Client()
+    if client_sec is not None:
+        client_sec.reject_unknown(("overhead", "node", "request_bytes", "source", "note"))
+        client = Client(_dist(client_sec, "overhead", required=False), client_sec.string("node", "client"),
+                        client_sec.integer("request_bytes", 100, minimum=0))
+    network = _network(top.section("network"))  # type: ignore[arg-type]
+    return Topology(top.string("name"), entry, services, network, client, top.get("description", ""), where, digest)
+
+
+def load_topology_text(text: str, where: str = "<uploaded topology>") -> Topology:
+    """Parse a topology from YAML text (CLI files, Dash uploads)."""
+    return topology_from_data(parse_yaml_text(text, where), where, content_hash(text))
+
+
+def chain_topology(template: Topology, n: int) -> Topology:
+    """``chainN``: the chain3 template stretched to n services s1 -> ... -> sN (middle hops like s2, leaf like s3)."""
+    if n < 1:
+        raise ModelError(f"chain{n}: a chain needs at least one service")
+    middle, leaf = template.services["s2"], template.services["s3"]
+    services: dict[str, Service] = {}
+    for i in range(1, n + 1):
+        name = f"s{i}"
+        if i == n:
+            services[name] = replace(leaf, name=name, node=None)
+        else:
+            handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in middle.handler)
+            services[name] = replace(middle, name=name, handler=handler, node=None)
+    return replace(template, name=f"chain{n}", entry="s1", services=services,
+                   description=f"{n} services in a chain, built from {template.origin} (middle = s2, leaf = s3)",
+                   content_hash=f"{template.content_hash}+chain{n}")
+
+

@@ -1,0 +1,142 @@
+"""Workloads (what the load generator does) and run settings (how long, how many replications, which seed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from meshsim.distributions import Distribution
+from meshsim.errors import MeshsimError
+
+PROFILE_KINDS = ("constant", "ramp", "steps")
+
+
+@dataclass(frozen=True)
+class RateProfile:
+    """Offered rate over time as (time s, rps) points: ramp = linear between points, steps = hold until next."""
+
+    kind: str
+    points: tuple[tuple[float, float], ...]
+
+    def rate_at(self, t: float) -> float:
+        pts = self.points
+        if t <= pts[0][0]:
+            return pts[0][1]
+        for (t0, r0), (t1, r1) in zip(pts, pts[1:]):
+            if t < t1:
+                if self.kind == "steps":
+                    return r0
+                return r0 + (r1 - r0) * (t - t0) / (t1 - t0)
+        return pts[-1][1]
+
+    @property
+    def peak(self) -> float:
+        return max(r for _, r in self.points)
+
+    @staticmethod
+    def ramp(start_rps: float, end_rps: float, duration_s: float) -> "RateProfile":
+        return RateProfile("ramp", ((0.0, start_rps), (duration_s, end_rps)))
+
+
+@dataclass(frozen=True)
+class OpenLoad:
+    """Poisson arrivals (wrk2 / Nighthawk semantics: latency from the intended start, no coordinated omission).
+
+    ``connections`` only decides how requests spread over pinned proxy workers (a request rides one of them).
+    """
+
+    rps: float
+    connections: int = 1000
+    profile: RateProfile | None = None
+
+    @property
+    def nominal_rps(self) -> float:
+        return self.rps
+
+
+@dataclass(frozen=True)
+class FortioLoad:
+    """fortio's closed loop: ``connections`` threads, one request at a time each, paced at qps/c.
+
+    ``uniform`` staggers thread starts, ``jitter`` adds +-10 % to each sleep, ``nocatchup`` skips late requests;
+    latency is timed from the actual send (fortio periodic.go v1.68.2).
+    """
+
+    qps: float
+    connections: int = 1
+    uniform: bool = False
+    jitter: bool = False
+    nocatchup: bool = False
+
+    @property
+    def nominal_rps(self) -> float:
+        return self.qps
+
+
+@dataclass(frozen=True)
+class SequentialLoad:
+    """``users`` clients each sending a request, waiting for the answer, then thinking (the Bookinfo seed)."""
+
+    think: Distribution
+    users: int = 1
+
+    @property
+    def nominal_rps(self) -> float:
+        return self.users / self.think.mean if self.think.mean > 0 else float("inf")
+
+
+Load = Union[OpenLoad, FortioLoad, SequentialLoad]
+
+
+@dataclass(frozen=True)
+class Workload:
+    load: Load
+    keepalive: bool = True
+    tls: bool = False  # client -> edge over HTTPS (handshake round trips when keep-alive is off)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Simulation control. ``duration_s`` None = chosen from ``requests_per_replication``."""
+
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    replications: int | None = None
+    min_replications: int = 4
+    max_replications: int = 160
+    precision: float | None = 0.05
+    # Short replications, many of them: near saturation the spread between replications is dominated by which
+    # worker each connection landed on, not by the length of a run.
+    requests_per_replication: int = 5000
+    seed: int = 1
+    processes: int | None = None
+    drain_s: float = 5.0
+
+    def validate(self) -> None:
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise MeshsimError(f"--duration: must be > 0 seconds, got {self.duration_s}")
+        if self.warmup_s is not None and self.warmup_s < 0:
+            raise MeshsimError(f"--warmup: must be >= 0 seconds, got {self.warmup_s}")
+        if self.replications is not None and self.replications < 1:
+            raise MeshsimError(f"--replications: must be >= 1, got {self.replications}")
+        if self.precision is not None and not 0 < self.precision < 1:
+            raise MeshsimError(f"--precision: a fraction in (0, 1), got {self.precision}")
+        if self.seed < 0:
+            raise MeshsimError(f"--seed: must be >= 0, got {self.seed}")
+
+
+def validate_load(load: Load) -> None:
+    if isinstance(load, OpenLoad):
+        if not load.rps > 0:
+            raise MeshsimError(f"--rps: must be > 0, got {load.rps}")
+        if load.connections < 1:
+            raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
+        if load.profile is not None and any(r < 0 for _, r in load.profile.points):
+            raise MeshsimError("--profile: rates must be >= 0")
+    elif isinstance(load, FortioLoad):
+        if not load.qps > 0:
+            raise MeshsimError(f"--rps: must be > 0, got {load.qps}")
+        if load.connections < 1:
+            raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
+    elif load.users < 1:
+        raise MeshsimError(f"--connections: sequential users must be >= 1, got {load.users}")

@@ -1,0 +1,1 @@
+"""meshsim.models: the shipped YAML data (topologies/, meshes/). Data, not code."""

@@ -1,0 +1,185 @@
+"""Runtime components built from a scenario: proxy instances, app replicas, the network's delays.
+
+Each component wraps a :class:`~meshsim.sim.stations.Station` and the samplers of its service times. Names follow
+the measurement manifests: ``client/sidecar``, ``<service>/app``, ``<service>/sidecar``, ``lb:<service>``,
+``node-proxy:<node>``, ``collector``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from meshsim.distributions import Distribution, total
+from meshsim.mesh import Feature, ProxyModel
+from meshsim.topology import Compute, Network, Service
+from meshsim.sim.stations import CpuQuota, Station
+from meshsim.sim.streams import Sampler, Streams
+
+
+def make_station(name: str, servers: int, pinned: bool, proxy: ProxyModel | None = None,
+                 service: Service | None = None) -> Station:
+    wakeup = proxy.wakeup if proxy else (service.wakeup if service else None)
+    quota = CpuQuota(proxy.cpu_limit) if proxy is not None and proxy.cpu_limit is not None else None
+    return Station(name, servers, pinned=pinned, wakeup=wakeup, quota=quota)
+
+
+@dataclass
+class Export:
+    """Span export to a collector: background work on the collector per sampled pass."""
+
+    collector: Station
+    work: Sampler
+    sampling: float
+
+
+@dataclass
+class ProxyInstance:
+    """One proxy process (a sidecar, a node proxy, a central LB) with its workers and per-pass samplers."""
+
+    component: str
+    instance: str
+    model: ProxyModel
+    station: Station
+    node: str
+    passes: dict[str, Sampler]
+    per_kb: float
+    post: list[tuple[Sampler, float]]
+    exports: list[Export]
+    handshake: Sampler | None
+    handshake_round_trips: int
+    rng: np.random.Generator
+    uniform: Sampler
+    binding: dict[int, int] = field(default_factory=dict)
+    _next_worker: int = 0
+
+    @property
+    def connections(self) -> int:
+        return len(self.binding)
+
+    def worker_for(self, conn: int) -> int | None:
+        """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash or round robin)."""
+        worker = self.binding.get(conn)
+        if worker is None:
+            if self.model.connection_balance == "round_robin":
+                worker = self._next_worker % self.station.servers
+                self._next_worker += 1
+            else:
+                worker = int(self.rng.integers(self.station.servers))
+            self.binding[conn] = worker
+        return worker if self.station.pinned else None
+
+    def post_work(self) -> float:
+        work = 0.0
+        for sampler, sampling in self.post:
+            if sampling >= 1.0 or self.uniform() < sampling:
+                work += sampler()
+        return work
+
+    def pass_(self, now: float, kind: str, conn: int, nbytes: int, *, last: bool = False,
+              handshake: bool = False) -> float:
+        """One pass of a request (or its response) through this proxy; returns when it leaves."""
+        work = self.passes[kind]()
+        if self.per_kb:
+            work += self.per_kb * nbytes / 1024.0
+        if handshake and self.handshake is not None:
+            work += self.handshake()
+        post = self.post_work() if last else 0.0
+        departure = self.station.serve(now, work, self.worker_for(conn), post)
+        if last:
+            for export in self.exports:
+                if export.sampling >= 1.0 or self.uniform() < export.sampling:
+                    export.collector.add_background(departure, export.work())
+        return departure
+
+
+def build_proxy(component: str, instance: str, model: ProxyModel, features: list[Feature], node: str,
+                streams: Streams, pass_kinds: tuple[str, ...], collectors: dict[str, Station]) -> ProxyInstance:
+    pinned = model.dispatch == "pinned"
+    station = make_station(instance, model.workers, pinned, proxy=model)
+    passes: dict[str, Sampler] = {}
+    for kind in pass_kinds:
+        parts: list[Distribution | None] = [model.passes[kind]]
+        parts += [f.per_pass.get(kind) for f in features]
+        dist = total(parts)
+        assert dist is not None
+        # Streams are named after the instance and pass, names that do not depend on the rest of the scenario:
+        # a what-if variant sharing this proxy draws the same numbers for it (common random numbers).
+        passes[kind] = streams.sampler(f"{instance}:{kind}", dist)
+    post: list[tuple[Sampler, float]] = []
+    if model.post_response is not None:
+        post.append((streams.sampler(f"{instance}:post", model.post_response), 1.0))
+    exports: list[Export] = []
+    handshake_parts: list[Distribution] = []
+    round_trips = 0
+    for f in features:
+        if f.post_response is not None:
+            post.append((streams.sampler(f"{instance}:{f.name}:post", f.post_response), f.sampling))
+        if f.collector is not None:
+            exports.append(Export(collectors[f.name], streams.sampler(f"{instance}:{f.name}:span",
+                                                                      f.collector.service), f.sampling))
+        if f.handshake is not None:
+            handshake_parts.append(f.handshake.cpu)
+            round_trips = max(round_trips, f.handshake.round_trips)
+    handshake_dist = total(handshake_parts)
+    return ProxyInstance(
+        component=component,
+        instance=instance,
+        model=model,
+        station=station,
+        node=node,
+        passes=passes,
+        per_kb=model.per_kb + sum(f.per_kb for f in features),
+        post=post,
+        exports=exports,
+        handshake=streams.sampler(f"{instance}:handshake", handshake_dist) if handshake_dist else None,
+        handshake_round_trips=round_trips,
+        rng=streams.rng(f"{instance}:binding"),
+        uniform=streams.uniforms(f"{instance}:sampling"),
+    )
+
+
+@dataclass
+class AppReplica:
+    component: str
+    instance: str
+    service: Service
+    station: Station
+    node: str
+    computes: dict[int, Sampler]
+    sidecar: ProxyInstance | None = None
+
+
+def build_app(service: Service, replica: int, node: str, streams: Streams) -> AppReplica:
+    instance = f"{service.name}/app#{replica}"
+    station = make_station(instance, service.cores, pinned=False, service=service)
+    computes = {i: streams.sampler(f"{instance}:compute{i}", step.time)
+                for i, step in enumerate(service.handler) if isinstance(step, Compute)}
+    return AppReplica(f"{service.name}/app", instance, service, station, node, computes)
+
+
+class NetworkDelays:
+    """One-way hop delays: propagation (by placement) plus transfer time of the bytes at the link bandwidth."""
+
+    def __init__(self, network: Network, client_node: str, streams: Streams) -> None:
+        self.bandwidth = network.bandwidth_bps
+        self.client_node = client_node
+        self._loopback = streams.sampler("net:loopback", network.loopback)
+        self._same = streams.sampler("net:same-node", network.same_node)
+        self._cross = streams.sampler("net:cross-node", network.cross_node)
+        self._client = streams.sampler("net:client-rtt", network.client_rtt) if network.client_rtt else None
+
+    def loopback(self) -> float:
+        return self._loopback()
+
+    def hop(self, src: str, dst: str, nbytes: int) -> float:
+        transfer = nbytes * 8.0 / self.bandwidth
+        if self._client is not None and self.client_node in (src, dst):
+            return 0.5 * self._client() + transfer
+        return (self._same() if src == dst else self._cross()) + transfer
+
+    def round_trip(self, src: str, dst: str) -> float:
+        if self._client is not None and self.client_node in (src, dst):
+            return self._client()
+        return self.hop(src, dst, 0) + self.hop(dst, src, 0)

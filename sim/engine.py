@@ -1,0 +1,124 @@
+"""One replication: build the system, drive it with the workload, collect latencies and per-station busy time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from meshsim.scenario import Scenario
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload
+from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users
+from meshsim.sim.streams import Streams
+from meshsim.sim.system import System
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """Simulated time: load for ``duration`` s, measure from ``warmup`` s, let stragglers finish for ``drain`` s."""
+
+    duration: float
+    warmup: float = 0.0
+    drain: float = 5.0
+
+
+@dataclass
+class ComponentUsage:
+    """CPU and load of one component (all instances of it) over the measurement window."""
+
+    cpu_seconds: float = 0.0
+    capacity_cores: float = 0.0
+    hottest: float = 0.0  # utilisation of the busiest instance (busiest worker for pinned proxies)
+    memory_mb: float = 0.0
+    connections: int = 0
+    instances: int = 0
+    jobs: int = 0
+
+
+@dataclass
+class ReplicationResult:
+    latencies: np.ndarray
+    window: float
+    started: int
+    completed: int
+    in_flight: int
+    achieved_rps: float
+    usage: dict[str, ComponentUsage] = field(default_factory=dict)
+    busy_window: float = 1.0
+    sim_time: float = 0.0
+
+
+def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
+                    replication: int) -> ReplicationResult:
+    env = simpy.Environment()
+    streams = Streams(seed, replication)
+    system = System(env, scenario, workload, streams)
+    starts: list[float] = []
+    latencies: list[float] = []
+    warmup = horizon.warmup
+    finished = [0]
+
+    def record(sent: float, latency: float) -> None:
+        finished[0] += 1
+        if sent >= warmup:
+            starts.append(sent)
+            latencies.append(latency)
+
+    trace = LoadTrace()
+    load = workload.load
+    if isinstance(load, FortioLoad):
+        fortio_threads(env, system, load, horizon.duration, record, streams, trace)
+    elif isinstance(load, OpenLoad):
+        open_arrivals(env, system, load, horizon.duration, record, streams, trace)
+    elif isinstance(load, SequentialLoad):
+        sequential_users(env, system, load, horizon.duration, record, streams, trace)
+    else:  # pragma: no cover - the workload types are closed
+        raise TypeError(f"unknown load {load!r}")
+
+    if warmup > 0:
+        env.run(until=warmup)
+    system.set_recording(True)
+    started_before = trace.started
+    env.run(until=horizon.duration)
+    started_in_window = trace.started - started_before
+    system.set_recording(False)
+    env.run(until=horizon.duration + horizon.drain)
+
+    # fortio reports calls / elapsed where elapsed ends when its last thread ends; open loads use the window
+    end = max(trace.ends) if isinstance(load, FortioLoad) and trace.ends else horizon.duration
+    window = max(end - warmup, 1e-12)
+    measured = len(latencies)
+    achieved = measured / window
+    busy_window = max(min(horizon.duration, end) - warmup, 1e-12)
+    return ReplicationResult(
+        latencies=np.asarray(latencies),
+        window=window,
+        started=started_in_window,
+        completed=measured,
+        in_flight=trace.started - finished[0],
+        achieved_rps=achieved,
+        usage=_usage(system, busy_window),
+        busy_window=busy_window,
+        sim_time=env.now,
+    )
+
+
+def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
+    usage: dict[str, ComponentUsage] = {}
+    for component, station, proxy in system.stations():
+        u = usage.setdefault(component, ComponentUsage())
+        busy = sum(station.busy)
+        u.cpu_seconds += busy
+        u.capacity_cores += station.capacity
+        u.instances += 1
+        u.jobs += station.jobs
+        hottest = busy / (window * station.capacity)
+        if station.pinned:  # a pinned worker saturates on its own, whatever its siblings do
+            hottest = max(hottest, max(station.busy) / window)
+        u.hottest = max(u.hottest, hottest)
+        if proxy is not None:
+            mem = proxy.model.memory
+            u.memory_mb = max(u.memory_mb, mem.base_mb + mem.per_connection_mb * proxy.connections)
+            u.connections = max(u.connections, proxy.connections)
+    return usage

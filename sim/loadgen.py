@@ -1,0 +1,160 @@
+"""Load generators, each reproducing a real tool's behaviour.
+
+- :func:`fortio_threads`: fortio's periodic runner (periodic.go, v1.68.2) line by line: per-thread call budget
+  ``int(qps*duration)/c``, pacing target ``(i + i/(n-1)) / (qps/c)`` from the thread's start, ``-uniform``
+  start offsets ``id/qps``, ``-jitter`` +-10 % of each sleep, catch-up (no sleep when late) unless ``-nocatchup``
+  (late iterations skipped), latency timed from the actual send.
+- :func:`open_arrivals`: Poisson arrivals, optionally with a time-varying rate (thinning), latency from the
+  intended start (wrk2 / Nighthawk).
+- :func:`sequential_users`: request, wait for the answer, think, repeat (the Bookinfo seed's 50 ms client).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad
+from meshsim.sim.streams import Sampler, Streams
+from meshsim.sim.system import Process, System
+
+Record = Callable[[float, float], None]
+
+
+@dataclass
+class FortioPlan:
+    """What fortio decides before it starts: threads and calls per thread (runQPSSetup)."""
+
+    threads: int
+    calls_per_thread: int
+
+    @staticmethod
+    def of(load: FortioLoad, duration: float) -> "FortioPlan":
+        total = int(load.qps * duration)
+        threads = load.connections
+        if total < 2:
+            total, threads = 2, 1
+        if 2 * threads > total:
+            threads = total // 2
+        return FortioPlan(threads, total // threads)
+
+
+@dataclass
+class LoadTrace:
+    """Per-thread end times (fortio's elapsed) and how many requests were started."""
+
+    ends: list[float] = field(default_factory=list)
+    started: int = 0
+
+
+def fortio_threads(env: simpy.Environment, system: System, load: FortioLoad, duration: float, record: Record,
+                   streams: Streams, trace: LoadTrace) -> FortioPlan:
+    plan = FortioPlan.of(load, duration)
+    per_thread_qps = load.qps / plan.threads
+    jitter = streams.uniforms("fortio:jitter") if load.jitter else None
+    for tid in range(plan.threads):
+        env.process(_fortio_thread(env, system, tid, plan, per_thread_qps, duration, load, record, jitter, trace))
+    return plan
+
+
+def _fortio_thread(env: simpy.Environment, system: System, tid: int, plan: FortioPlan, per_thread_qps: float,
+                   duration: float, load: FortioLoad, record: Record, jitter: Sampler | None,
+                   trace: LoadTrace) -> Process:
+    n = plan.calls_per_thread
+    start = env.now
+    end_time = start + duration
+    if load.uniform:
+        delay = (1.0 / per_thread_qps) * tid / plan.threads
+        start += delay
+        if delay > 0:
+            yield env.timeout(delay)
+    i = 0
+    while True:
+        sent = env.now
+        if sent > end_time and i >= 2 and i != n - 1:
+            break
+        trace.started += 1
+        yield from system.client_request(tid)
+        record(sent, env.now - sent)
+        finished = False
+        while True:
+            i += 1
+            if i >= n:
+                finished = True
+                break
+            target = (i + i / (n - 1)) / per_thread_qps
+            sleep = target - (env.now - start)
+            if load.nocatchup and sleep < 0:
+                continue  # skip that request: it would be late
+            if jitter is not None and sleep > 0:
+                sleep += (2.0 * jitter() - 1.0) * 0.1 * sleep
+            if sleep > 0:
+                yield env.timeout(sleep)
+            break
+        if finished:
+            break
+    trace.ends.append(env.now)
+
+
+def open_arrivals(env: simpy.Environment, system: System, load: OpenLoad, end: float, record: Record,
+                  streams: Streams, trace: LoadTrace) -> None:
+    env.process(_open(env, system, load, end, record, streams, trace))
+
+
+def _open(env: simpy.Environment, system: System, load: OpenLoad, end: float, record: Record, streams: Streams,
+          trace: LoadTrace) -> Process:
+    rng = streams.rng("arrivals")
+    accept = streams.uniforms("arrivals:thinning")
+    conns = streams.rng("arrivals:connection")
+    peak = load.profile.peak if load.profile is not None else load.rps
+    gaps = _ExpBatch(rng, 1.0 / peak)
+    while True:
+        yield env.timeout(gaps())
+        if env.now >= end:
+            break
+        if load.profile is not None and accept() * peak > load.profile.rate_at(env.now):
+            continue  # thinning: a non-homogeneous Poisson process
+        trace.started += 1
+        env.process(_one(env, system, int(conns.integers(load.connections)), record))
+    trace.ends.append(end)
+
+
+def _one(env: simpy.Environment, system: System, conn: int, record: Record) -> Process:
+    intended = env.now
+    yield from system.client_request(conn)
+    record(intended, env.now - intended)
+
+
+def sequential_users(env: simpy.Environment, system: System, load: SequentialLoad, end: float, record: Record,
+                     streams: Streams, trace: LoadTrace) -> None:
+    for user in range(load.users):
+        think = streams.sampler(f"user{user}:think", load.think)
+        env.process(_user(env, system, user, end, think, record, trace))
+
+
+def _user(env: simpy.Environment, system: System, user: int, end: float, think: Sampler, record: Record,
+          trace: LoadTrace) -> Process:
+    while env.now < end:
+        sent = env.now
+        trace.started += 1
+        yield from system.client_request(user)
+        record(sent, env.now - sent)
+        yield env.timeout(think())
+    trace.ends.append(env.now)
+
+
+class _ExpBatch:
+    __slots__ = ("_rng", "_mean", "_buf", "_i")
+
+    def __init__(self, rng: np.random.Generator, mean: float) -> None:
+        self._rng, self._mean, self._buf, self._i = rng, mean, [], 0
+
+    def __call__(self) -> float:
+        if self._i >= len(self._buf):
+            self._buf = self._rng.exponential(self._mean, 4096).tolist()
+            self._i = 0
+        self._i += 1
+        return self._buf[self._i - 1]

@@ -1,0 +1,312 @@
+"""``predict``: the library function behind ``meshsim predict`` and the Dash app.
+
+Runs independent replications of a scenario (in parallel processes, seeds from one SeedSequence), until the p99's
+95 % confidence half-width is within ``precision`` of p99 (or a fixed count), then finds the saturation rate: the
+offered rate at which the bottleneck's utilisation reaches 1 (for Envoy, the busiest pinned worker's).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from meshsim import __version__
+from meshsim.catalog import load_mesh, load_topology
+from meshsim.distributions import MS, Deterministic
+from meshsim.errors import MeshsimError
+from meshsim.mesh import MeshModel
+from meshsim.scenario import Scenario, build_scenario
+from meshsim.topology import Topology
+from meshsim.workload import (FortioLoad, Load, OpenLoad, RateProfile, RunSettings, SequentialLoad, Workload,
+                              validate_load)
+from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
+from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
+
+ENGINE = "simpy-fcfs/1"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    latency: dict[str, Estimate]  # seconds
+    achieved_rps: Estimate
+    cpu_cores: dict[str, float]
+    utilization: dict[str, float]
+    memory_mb: dict[str, float]
+    bottleneck: str
+    saturation_rps: float
+    saturated: bool
+    in_flight: float
+    replications: int
+    requests: int
+    cdf_levels: list[float]
+    cdf_seconds: list[float]
+    inputs: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        def ms(x: float) -> float | None:
+            return None if not math.isfinite(x) else round(x / MS, 6)
+
+        return {
+            "latency_ms": {k: ms(e.value) for k, e in self.latency.items()},
+            "latency_ci95_ms": {k: [ms(e.lo), ms(e.hi)] for k, e in self.latency.items()},
+            "achieved_rps": round(self.achieved_rps.value, 3),
+            "achieved_rps_ci95": [round(self.achieved_rps.lo, 3), round(self.achieved_rps.hi, 3)]
+            if math.isfinite(self.achieved_rps.lo) else None,
+            "cpu_cores": {k: round(v, 4) for k, v in self.cpu_cores.items()},
+            "utilization": {k: round(v, 4) for k, v in self.utilization.items()},
+            "memory_mb": {k: round(v, 2) for k, v in self.memory_mb.items()},
+            "bottleneck": self.bottleneck,
+            "saturation_rps": round(self.saturation_rps, 1) if math.isfinite(self.saturation_rps) else None,
+            "saturated": self.saturated,
+            "in_flight": self.in_flight,
+            "replications": self.replications,
+            "requests": self.requests,
+            "latency_cdf_ms": {"q": self.cdf_levels, "ms": [ms(v) for v in self.cdf_seconds]},
+            "warnings": list(self.warnings),
+            "wall_s": round(self.wall_s, 3),
+            "inputs": self.inputs,
+        }
+
+
+# -- the public entry point ----------------------------------------------------------------------------------------
+
+def predict(
+    topology: str | Path | Topology = "chain3",
+    mesh: str | Path | MeshModel = "istio",
+    *,
+    rps: float | None = None,
+    features: Sequence[str] = (),
+    lb: str = "client",
+    load: str = "open",
+    connections: int | None = None,
+    uniform: bool = False,
+    jitter: bool = False,
+    nocatchup: bool = False,
+    think_ms: float | None = None,
+    profile: RateProfile | None = None,
+    keepalive: bool = True,
+    tls: bool = False,
+    scope: str = "both",
+    payload_bytes: int | None = None,
+    proxy_workers: int | None = None,
+    proxy_cpu_limit: float | None = None,
+    duration_s: float | None = None,
+    warmup_s: float | None = None,
+    replications: int | None = None,
+    seed: int = 1,
+    precision: float | None = 0.05,
+    processes: int | None = None,
+    progress: Progress | None = None,
+) -> Prediction:
+    """Predict latency percentiles, CPU, utilisation and saturation for one scenario and workload."""
+    topo = load_topology(topology)
+    if payload_bytes is not None:
+        if payload_bytes < 0:
+            raise MeshsimError(f"--payload: must be >= 0 bytes, got {payload_bytes}")
+        topo = topo.with_payload(payload_bytes)
+    mesh_model = load_mesh(mesh)
+    if proxy_workers is not None and proxy_workers < 1:
+        raise MeshsimError(f"--proxy-workers: must be >= 1, got {proxy_workers}")
+    if proxy_cpu_limit is not None and proxy_cpu_limit <= 0:
+        raise MeshsimError(f"--proxy-cpu-limit: must be > 0 cores, got {proxy_cpu_limit}")
+    mesh_model = mesh_model.with_proxy_overrides(proxy_workers, proxy_cpu_limit)
+    scenario = build_scenario(topo, mesh_model, list(features), lb, scope)
+    workload = Workload(make_load(load, rps, connections, uniform, jitter, nocatchup, think_ms, profile),
+                        keepalive=keepalive, tls=tls)
+    settings = RunSettings(duration_s=duration_s, warmup_s=warmup_s, replications=replications, seed=seed,
+                           precision=precision, processes=processes)
+    return run_prediction(scenario, workload, settings, progress)
+
+
+def make_load(kind: str, rps: float | None, connections: int | None, uniform: bool, jitter: bool,
+              nocatchup: bool, think_ms: float | None, profile: RateProfile | None) -> Load:
+    if kind == "sequential":
+        think = think_ms if think_ms is not None else 50.0
+        if think < 0:
+            raise MeshsimError(f"--think: must be >= 0 ms, got {think}")
+        result: Load = SequentialLoad(Deterministic(think * MS), users=connections or 1)
+    elif kind in ("open", "fortio"):
+        if rps is None and profile is None:
+            raise MeshsimError("--rps: required (the offered rate in requests per second)")
+        if kind == "fortio":
+            if profile is not None:
+                raise MeshsimError("--profile: fortio has no rate profiles; use --load open")
+            result = FortioLoad(float(rps), connections or 8, uniform, jitter, nocatchup)  # type: ignore[arg-type]
+        else:
+            result = OpenLoad(float(rps if rps is not None else profile.peak), connections or 1000, profile)  # type: ignore[union-attr]
+    else:
+        raise MeshsimError(f"--load: unknown load model {kind!r} (known: open, fortio, sequential)")
+    validate_load(result)
+    return result
+
+
+# -- replications --------------------------------------------------------------------------------------------------
+
+def horizon_for(load: Load, settings: RunSettings) -> Horizon:
+    rate = load.nominal_rps
+    duration = settings.duration_s
+    if duration is None:
+        duration = max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
+    warmup = settings.warmup_s
+    if warmup is None:
+        # fortio reports every call it made, so nothing is cut; open and sequential loads cut 10 % warm-up
+        warmup = 0.0 if isinstance(load, FortioLoad) else 0.1 * duration
+    if warmup >= duration:
+        raise MeshsimError(f"--warmup: {warmup} s must be shorter than --duration {duration} s")
+    return Horizon(duration, warmup, settings.drain_s)
+
+
+def _run_one(args: tuple[Scenario, Workload, Horizon, int, int]) -> ReplicationResult:
+    return run_replication(*args)
+
+
+def _pool(processes: int) -> ProcessPoolExecutor | None:
+    if processes <= 1:
+        return None
+    return ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"))
+
+
+def run_prediction(scenario: Scenario, workload: Workload, settings: RunSettings,
+                   progress: Progress | None = None) -> Prediction:
+    settings.validate()
+    started = time.perf_counter()
+    horizon = horizon_for(workload.load, settings)
+    processes = settings.processes or min(os.cpu_count() or 1, 8)
+    target = settings.replications
+    first = target if target is not None else max(settings.min_replications, processes)
+    results: list[ReplicationResult] = []
+    pool = _pool(min(processes, first))
+    try:
+        batch = first
+        while True:
+            jobs = [(scenario, workload, horizon, settings.seed, len(results) + i) for i in range(batch)]
+            done = list(pool.map(_run_one, jobs)) if pool is not None else [_run_one(j) for j in jobs]
+            results.extend(done)
+            p99 = t_interval([latency_summary(r.latencies)["p99"] for r in results])
+            rel = p99.half_width / p99.value if p99.value > 0 and math.isfinite(p99.half_width) else float("nan")
+            if progress:
+                progress(f"{len(results)} replications, p99 {p99.value / MS:.3f} ms +- {rel * 100:.1f} %")
+            if target is not None or settings.precision is None:
+                break
+            if (math.isfinite(rel) and rel <= settings.precision) or len(results) >= settings.max_replications:
+                break
+            if _unstable(results):
+                break  # percentiles of an overloaded open system grow with run length: more runs do not help
+            batch = max(1, min(processes, settings.max_replications - len(results)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return _summarise(scenario, workload, settings, horizon, results, started, progress)
+
+
+def _unstable(results: list[ReplicationResult]) -> bool:
+    return any(r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
+
+
+def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
+               results: list[ReplicationResult], started: float, progress: Progress | None) -> Prediction:
+    per_rep = [latency_summary(r.latencies) for r in results]
+    latency = {k: t_interval([s[k] for s in per_rep]) for k in LATENCY_KEYS}
+    achieved = t_interval([r.achieved_rps for r in results])
+    components = sorted({c for r in results for c in r.usage})
+    cpu = {c: float(np.mean([r.usage[c].cpu_seconds / r.busy_window for r in results if c in r.usage]))
+           for c in components}
+    util = {c: float(np.mean([r.usage[c].hottest for r in results if c in r.usage])) for c in components}
+    memory = {c: float(np.mean([r.usage[c].memory_mb for r in results if c in r.usage]))
+              for c in components if any(r.usage[c].memory_mb > 0 for r in results if c in r.usage)}
+    bottleneck = max(util, key=util.__getitem__) if util else ""
+    levels, cdf = pooled_cdf([r.latencies for r in results])
+    in_flight = float(np.mean([r.in_flight for r in results]))
+    warnings: list[str] = []
+    load = workload.load
+    saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99)
+    if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.qps:
+        warnings.append(f"fortio achieved {achieved.value:.0f} of {load.qps:.0f} qps: its {load.connections} "
+                        "connection(s) wait for each answer, so throughput caps at connections / latency")
+    if saturated:
+        warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "
+                        "load the percentiles grow with the run length")
+    if progress:
+        progress("searching the saturation rate")
+    saturation = find_saturation(scenario, workload, settings, results, util)
+    if not results or latency["p99"].value != latency["p99"].value:
+        warnings.append("no request completed inside the measurement window")
+    inputs = _inputs(scenario, workload, settings, horizon, len(results))
+    return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
+                      len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
+                      time.perf_counter() - started)
+
+
+# -- saturation ----------------------------------------------------------------------------------------------------
+
+def find_saturation(scenario: Scenario, workload: Workload, settings: RunSettings,
+                    results: list[ReplicationResult], util: dict[str, float], iterations: int = 3,
+                    tolerance: float = 0.03) -> float:
+    """Offered rate at which the bottleneck reaches utilisation 1.
+
+    Utilisation grows linearly with the rate while service demands stay put (utilisation law), so
+    ``rate / max utilisation`` is the first estimate; the model is then run at 95 % of it with open Poisson load
+    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds.
+    """
+    if not util or max(util.values()) <= 0:
+        return float("inf")
+    rate = float(np.mean([r.achieved_rps for r in results]))
+    estimate = rate / max(util.values())
+    connections = getattr(workload.load, "connections", 64)
+    for i in range(iterations):
+        probe_rate = 0.95 * estimate
+        probe = Workload(OpenLoad(probe_rate, max(connections, 1)), workload.keepalive, workload.tls)
+        duration = max(5000 / probe_rate, 0.5)
+        result = run_replication(scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s),
+                                 settings.seed, 10_000 + i)
+        hottest = max((u.hottest for u in result.usage.values()), default=0.0)
+        if hottest <= 0:
+            return float("inf")
+        new = probe_rate / hottest
+        if abs(new - estimate) <= tolerance * estimate:
+            return new
+        estimate = new
+    return estimate
+
+
+def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
+            replications: int) -> dict[str, Any]:
+    load = workload.load
+    load_dict: dict[str, Any] = {"model": type(load).__name__}
+    for key, value in asdict(load).items():
+        load_dict[key] = value if not isinstance(value, dict) else str(value)
+    if isinstance(load, SequentialLoad):
+        load_dict["think_ms"] = load.think.mean / MS
+        load_dict.pop("think", None)
+    topo, mesh = scenario.topology, scenario.mesh
+    return {
+        "meshsim_version": __version__,
+        "engine": ENGINE,
+        "topology": {"name": topo.name, "file": topo.origin, "content_hash": topo.content_hash},
+        "mesh": {"name": mesh.name, "file": mesh.origin, "content_hash": mesh.content_hash,
+                 "proxy_workers": mesh.proxy.workers if mesh.proxy else None,
+                 "proxy_cpu_limit": mesh.proxy.cpu_limit if mesh.proxy else None},
+        "features": list(scenario.features),
+        "lb": scenario.lb,
+        "scope": scenario.scope,
+        "load": load_dict,
+        "keepalive": workload.keepalive,
+        "tls": workload.tls,
+        "duration_s": horizon.duration,
+        "warmup_s": horizon.warmup,
+        "replications": replications,
+        "precision": settings.precision,
+        "seed": settings.seed,
+    }
+

@@ -1,0 +1,110 @@
+"""Service centres computed at arrival time.
+
+Every station here serves first-come-first-served without preemption, so a job's start time is known when it
+arrives: ``start = max(arrival, when its server frees up)`` (Lindley's recursion, and for c servers the
+Kiefer-Wolfowitz workload vector). SimPy delivers arrivals in time order, so one timeout per visit gives the exact
+FCFS queue. Two dispatch disciplines: *pinned* (each connection is bound to one worker for its life: W separate
+FIFO queues, Envoy) and *shared* (one queue feeding W workers: tokio work stealing, the Go scheduler, app cores).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from meshsim.wakeup import WakeUp
+
+CFS_PERIOD = 0.1  # Linux CFS bandwidth period (cpu.cfs_period_us default 100 ms)
+
+
+class CpuQuota:
+    """cgroup CPU limit: at most ``cores * period`` CPU seconds per 100 ms period, shared by the process's threads.
+
+    Work that finds the period's budget spent waits for the next period (CFS throttling: the tail-latency cliff of
+    CPU-limited sidecars). Budgets are booked in arrival order, which can differ slightly from execution order
+    across workers; the CPU booked per period is exact.
+    """
+
+    def __init__(self, cores: float, period: float = CFS_PERIOD) -> None:
+        self.budget = cores * period
+        self.period = period
+        self.used: dict[int, float] = {}
+
+    def run(self, start: float, work: float) -> float:
+        t, remaining = start, work
+        while remaining > 1e-12:
+            p = int(t // self.period)
+            period_end = (p + 1) * self.period
+            if period_end - t <= 1e-12:  # t sits on a boundary up to rounding: it belongs to the next period
+                p += 1
+                period_end = (p + 1) * self.period
+            available = self.budget - self.used.get(p, 0.0)
+            if available <= 1e-12:
+                t = period_end
+                continue
+            take = min(remaining, available, period_end - t)
+            self.used[p] = self.used.get(p, 0.0) + take
+            t += take
+            remaining -= take
+        if len(self.used) > 64:  # forget periods long past
+            horizon = int(start // self.period) - 8
+            for old in [k for k in self.used if k < horizon]:
+                del self.used[old]
+        return t
+
+
+@dataclass
+class Station:
+    """A service centre with ``servers`` workers; ``pinned`` gives each worker its own FIFO queue."""
+
+    name: str
+    servers: int
+    pinned: bool = False
+    wakeup: WakeUp | None = None
+    quota: CpuQuota | None = None
+    free_at: list[float] = field(default_factory=list)
+    busy: list[float] = field(default_factory=list)
+    jobs: int = 0
+    recording: bool = False
+
+    def __post_init__(self) -> None:
+        self.free_at = [float("-inf")] * self.servers
+        self.busy = [0.0] * self.servers
+
+    @property
+    def capacity(self) -> float:
+        """Cores this station can use at most."""
+        return min(float(self.servers), self.quota.budget / self.quota.period) if self.quota else float(self.servers)
+
+    def _pick(self, now: float) -> int:
+        free = self.free_at
+        best, best_free = -1, float("-inf")
+        for i, f in enumerate(free):  # an idle worker: the one idle the shortest time (still warm)
+            if best_free < f <= now:
+                best, best_free = i, f
+        if best >= 0:
+            return best
+        return min(range(self.servers), key=free.__getitem__)
+
+    def serve(self, now: float, work: float, server: int | None = None, post: float = 0.0) -> float:
+        """Book a job arriving at ``now``; return when its response leaves (``post`` keeps the worker busy after)."""
+        if server is None:
+            server = 0 if self.servers == 1 else self._pick(now)
+        free = self.free_at[server]
+        start = now if free <= now else free
+        if self.wakeup is not None and free < now:
+            start += self.wakeup.cost(now - free)
+        if self.quota is None:
+            finish = start + work
+            released = finish + post
+        else:
+            finish = self.quota.run(start, work)
+            released = self.quota.run(finish, post) if post > 0 else finish
+        self.free_at[server] = released
+        if self.recording:
+            self.busy[server] += work + post
+            self.jobs += 1
+        return finish
+
+    def add_background(self, now: float, work: float, server: int | None = None) -> None:
+        """Work not on any request's path (span export to a collector)."""
+        self.serve(now, 0.0, server, post=work)

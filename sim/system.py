@@ -1,0 +1,271 @@
+"""The simulated system: every component of a scenario wired together, and the path a request takes.
+
+A call from a caller to a service goes: caller app -> caller's outbound proxy -> (central LB) -> network ->
+callee's inbound sidecar -> callee app (its handler: compute, calls, fork/join, weighted choice) and back the same
+way; Envoy's request and response passes of one connection land on the same worker. Delays that are pure latency
+(network, loopback) are folded into the wait for the next station, so each station visit costs one SimPy event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generator
+
+import simpy
+
+from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
+from meshsim.scenario import Scenario
+from meshsim.topology import Call, Choose, Compute, Parallel
+from meshsim.workload import Workload
+from meshsim.sim.balancing import POLICIES, Balancer
+from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
+from meshsim.sim.stations import Station
+from meshsim.sim.streams import Sampler, Streams
+
+Process = Generator[simpy.Event, object, None]
+
+
+@dataclass
+class Caller:
+    name: str
+    node: str
+    outbound: ProxyInstance | None
+
+
+class System:
+    """All stations of one replication of a scenario, and the request logic that drives them."""
+
+    def __init__(self, env: simpy.Environment, scenario: Scenario, workload: Workload, streams: Streams) -> None:
+        self.env = env
+        self.scenario = scenario
+        self.workload = workload
+        self.streams = streams
+        topo, mesh = scenario.topology, scenario.mesh
+        features: list[Feature] = [mesh.features[name] for name in scenario.features]
+        self.net = NetworkDelays(topo.network, topo.client.node, streams)
+        self.collectors: dict[str, Station] = {}
+        for f in features:
+            if f.collector is not None:
+                self.collectors[f.name] = Station("collector", f.collector.workers)
+        proxy = mesh.proxy if scenario.meshed else None
+        self.proxy_model = proxy
+        self.header_bytes = (proxy.header_bytes + sum(f.header_bytes for f in features)) if proxy else 0
+        self.mtls = any(f.handshake is not None for f in features)
+        self.node_proxies: dict[str, ProxyInstance] = {}
+
+        def proxy_for(component: str, instance: str, node: str) -> ProxyInstance:
+            assert proxy is not None
+            return build_proxy(component, instance, proxy, features, node, streams, PASS_KINDS, self.collectors)
+
+        def outbound_for(component: str, instance: str, node: str) -> ProxyInstance | None:
+            if proxy is None:
+                return None
+            if proxy.placement == "node":  # one shared proxy per node (Traefik Mesh)
+                if node not in self.node_proxies:
+                    self.node_proxies[node] = proxy_for(f"node-proxy:{node}", f"node-proxy:{node}", node)
+                return self.node_proxies[node]
+            return proxy_for(component, instance, node)
+
+        self.apps: dict[str, list[AppReplica]] = {}
+        self.callers: dict[str, Caller] = {}
+        for name, svc in topo.services.items():
+            replicas = []
+            for r in range(svc.replicas):
+                node = topo.node_of(name) if svc.replicas == 1 else f"{topo.node_of(name)}-{r}"
+                app = build_app(svc, r, node, streams)
+                if proxy is not None and proxy.placement == "sidecar":
+                    app.sidecar = proxy_for(f"{name}/sidecar", f"{name}/sidecar#{r}", node)
+                outbound = app.sidecar
+                if outbound is None and svc.callees():
+                    outbound = outbound_for("", "", node)
+                self.callers[app.instance] = Caller(app.instance, node, outbound)
+                replicas.append(app)
+            self.apps[name] = replicas
+        client_out = None
+        if proxy is not None and scenario.scope == "both":
+            client_out = outbound_for("client/sidecar", "client/sidecar#0", topo.client.node)
+        self.client = Caller("client", topo.client.node, client_out)
+        self.lbs: dict[str, ProxyInstance] = {}
+        self.lb_balancers: dict[str, Balancer] = {}
+        if scenario.lb == "proxy":
+            lb_model = mesh.load_balancer
+            assert lb_model is not None
+            for name in topo.services:
+                instance = f"lb:{name}"
+                self.lbs[name] = build_proxy(instance, instance, lb_model, [], f"lb-node:{name}", streams,
+                                             LB_PASS_KINDS, self.collectors)
+                self.lb_balancers[name] = self._balancer(lb_model.policy, name, instance)
+        # A meshed caller balances in its proxy; without a mesh the client library does (mesh `none` says how);
+        # a bypassed mesh (baseline scope) leaves it to kube-proxy, which picks at random.
+        self.client_policy = mesh.client_lb_policy if scenario.meshed or mesh.proxy is None else "random"
+        self.client_balancers: dict[tuple[str, str], Balancer] = {}
+        self.choosers: dict[str, Sampler] = {}
+        self.client_overhead = (streams.sampler("client:overhead", topo.client.overhead)
+                                if topo.client.overhead is not None else None)
+        self.edges = [(hop, streams.sampler(f"edge:{hop.name}:latency", hop.latency),
+                       make_station(f"edge:{hop.name}", hop.workers, pinned=False) if hop.workers else None,
+                       streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
+                      for hop in topo.network.edge]
+        self.tls_sessions: set[tuple[int, str, str]] = set()
+        self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
+
+    # -- wiring helpers ------------------------------------------------------------------------------------------
+
+    def _balancer(self, policy: str, target: str, chooser: str) -> Balancer:
+        n = self.scenario.topology.services[target].replicas
+        return POLICIES[policy](n, self.streams.rng(f"balance:{chooser}->{target}"))
+
+    def _client_balancer(self, caller: Caller, target: str) -> Balancer:
+        key = (caller.name, target)
+        bal = self.client_balancers.get(key)
+        if bal is None:
+            bal = self.client_balancers[key] = self._balancer(self.client_policy, target, caller.name)
+        return bal
+
+    def stations(self) -> list[tuple[str, Station, ProxyInstance | None]]:
+        """(component, station, proxy or None) for every station, for CPU and utilisation accounting."""
+        out: list[tuple[str, Station, ProxyInstance | None]] = []
+        seen: set[int] = set()
+        proxies = [r.sidecar for reps in self.apps.values() for r in reps if r.sidecar is not None]
+        proxies += list(self.node_proxies.values()) + list(self.lbs.values())
+        if self.client.outbound is not None:
+            proxies.append(self.client.outbound)
+        for p in proxies:
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append((p.component, p.station, p))
+        out += [(r.component, r.station, None) for reps in self.apps.values() for r in reps]
+        out += [("collector", s, None) for s in self.collectors.values()]
+        out += [(f"edge:{hop.name}", st, None) for hop, _, st, _ in self.edges if st is not None]
+        return out
+
+    def set_recording(self, on: bool) -> None:
+        for _, station, _ in self.stations():
+            station.recording = on
+
+    # -- request logic -------------------------------------------------------------------------------------------
+
+    def client_request(self, conn: int) -> Process:
+        """One request from the load generator; returns when the full response is back at the client."""
+        self.in_system += 1
+        pending = self.client_overhead() if self.client_overhead is not None else 0.0
+        entry = self.scenario.topology.entry
+        if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
+            rtts = 1 + (2 if self.workload.tls else 0)
+            pending += sum(self.net.round_trip(self.client.node, "edge") for _ in range(rtts))
+        for hop, latency, station, service in self.edges:
+            pending += latency()
+            if station is not None and service is not None:
+                if pending > 0:
+                    yield self.env.timeout(pending)
+                pending = station.serve(self.env.now, service()) - self.env.now
+        yield from self.call(self.client, entry, conn, pending)
+        back = sum(latency() for _, latency, _, _ in self.edges)
+        if back > 0:
+            yield self.env.timeout(back)
+        self.in_system -= 1
+
+    def call(self, caller: Caller, target: str, conn: int, pending: float) -> Process:
+        env, net = self.env, self.net
+        svc = self.scenario.topology.services[target]
+        lb = self.lbs.get(target)
+        balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
+        index = balancer.start()
+        replica = self.apps[target][index]
+        inbound = replica.sidecar if (replica.sidecar is not None) else None
+        out = caller.outbound
+        meshed_hop = out is not None or inbound is not None
+        req_bytes = svc.request_bytes + (self.header_bytes if meshed_hop else 0)
+        resp_bytes = svc.response_bytes
+        sent = env.now + pending
+        new_session = False
+        if self.mtls and out is not None and inbound is not None:
+            key = (conn, out.instance, inbound.instance)
+            if key not in self.tls_sessions:
+                self.tls_sessions.add(key)
+                new_session = True
+        # request direction
+        if out is not None:
+            pending += net.loopback() if out.node == caller.node else net.hop(caller.node, out.node, req_bytes)
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
+        src = out.node if out is not None else caller.node
+        if lb is not None:
+            pending += net.hop(src, lb.node, req_bytes)
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
+            src = lb.node
+        pending += net.hop(src, replica.node, req_bytes)
+        if new_session and inbound is not None:
+            rtt = net.round_trip(src, replica.node)
+            pending += rtt * (inbound.handshake_round_trips or 1)
+        if inbound is not None:
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
+            pending += net.loopback()
+        yield from self.handle(replica, conn, pending)
+        # response direction (the app has just sent its response; env.now is that time)
+        pending = 0.0
+        if inbound is not None:
+            pending = net.loopback()
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
+        if lb is not None:
+            pending += net.hop(replica.node, lb.node, resp_bytes)
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
+            pending += net.hop(lb.node, src if out is None else out.node, resp_bytes)
+        else:
+            pending += net.hop(replica.node, src, resp_bytes)
+        if out is not None:
+            if pending > 0:
+                yield env.timeout(pending)
+            pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
+            pending += net.loopback() if out.node == caller.node else net.hop(out.node, caller.node, resp_bytes)
+        if pending > 0:
+            yield env.timeout(pending)
+        balancer.done(index, env.now - sent)
+
+    def handle(self, replica: AppReplica, conn: int, pending: float) -> Process:
+        """Run the service's handler; returns when the app sends its response."""
+        env = self.env
+        me = self.callers[replica.instance]
+        for i, step in enumerate(replica.service.handler):
+            if isinstance(step, Compute):
+                if pending > 0:
+                    yield env.timeout(pending)
+                pending = replica.station.serve(env.now, replica.computes[i]()) - env.now
+            elif isinstance(step, Call):
+                yield from self.call(me, step.service, conn, pending)
+                pending = 0.0
+            elif isinstance(step, Choose):
+                yield from self.call(me, self._choose(replica, i, step), conn, pending)
+                pending = 0.0
+            elif isinstance(step, Parallel):
+                if pending > 0:
+                    yield env.timeout(pending)
+                pending = 0.0
+                branches = [env.process(self.call(me, name, conn, 0.0)) for name in step.services]
+                yield env.all_of(branches)
+        if pending > 0:
+            yield env.timeout(pending)
+
+    def _choose(self, replica: AppReplica, index: int, step: Choose) -> str:
+        key = f"{replica.instance}:choose{index}"
+        u = self.choosers.get(key)
+        if u is None:
+            u = self.choosers[key] = self.streams.uniforms(key)
+        draw, acc = u(), 0.0
+        for name, weight in zip(step.services, step.weights):
+            acc += weight
+            if draw < acc:
+                return name
+        return step.services[-1]
+
+
+RecordFn = Callable[[float, float], None]

