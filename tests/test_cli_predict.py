@@ -141,3 +141,15 @@ def test_console_script_runs_as_a_user_would():
                            *QUICK], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "saturation rps" in proc.stdout
+
+
+def test_https_without_keepalive_costs_two_round_trips(capsys):
+    """The seed blog: HTTPS through the edge adds ~400 ms (two extra ~204 ms round trips of a TLS 1.2 handshake)."""
+    common = ["--topology", "edge", "--mesh", "none", "--load", "sequential", "--think", "100", "--no-keepalive",
+              "--duration", "60", "--replications", "3", "--processes", "1"]
+    assert main(["predict", *common, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["predict", *common, "--tls", "--json"]) == 0
+    https = json.loads(capsys.readouterr().out)
+    assert 380 < plain["latency_ms"]["p50"] < 440  # blog test 1-4: ~410 ms median
+    assert 360 < https["latency_ms"]["p50"] - plain["latency_ms"]["p50"] < 460  # blog test 5: +400 ms
