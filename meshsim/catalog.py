@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from meshsim.errors import ModelError
 from meshsim.mesh import MeshModel, mesh_from_data
@@ -12,6 +13,7 @@ from meshsim.topology import Topology, chain_topology, topology_from_data
 from meshsim.yamlio import read_yaml
 
 _CHAIN = re.compile(r"^chain(\d+)$")
+T = TypeVar("T")
 
 
 def _dir(kind: str) -> Path:
@@ -39,21 +41,29 @@ def _builtin_file(kind: str, name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def _read_file(ref: str, flag: str, from_data: Callable[[Any, str, str], T]) -> T:
+    path = Path(ref)
+    if not path.is_file():
+        raise ModelError(f"{flag}: file {ref} does not exist")
+    data, digest = read_yaml(path)
+    return from_data(data, str(path), digest)
+
+
+def _read_builtin(path: Path, kind: str, from_data: Callable[[Any, str, str], T]) -> T:
+    data, digest = read_yaml(path)
+    return from_data(data, f"models/{kind}/{path.name}", digest)
+
+
 def load_topology(ref: str | Path | Topology) -> Topology:
     """A built-in name (``chain3``, ``chain7``, ``bookinfo``...) or a YAML file path."""
     if isinstance(ref, Topology):
         return ref
     ref = str(ref)
     if _looks_like_path(ref):
-        path = Path(ref)
-        if not path.is_file():
-            raise ModelError(f"--topology: file {ref} does not exist")
-        data, digest = read_yaml(path)
-        return topology_from_data(data, str(path), digest)
+        return _read_file(ref, "--topology", topology_from_data)
     path = _builtin_file("topologies", ref)
     if path is not None:
-        data, digest = read_yaml(path)
-        return topology_from_data(data, f"models/topologies/{path.name}", digest)
+        return _read_builtin(path, "topologies", topology_from_data)
     match = _CHAIN.match(ref)
     if match:
         return chain_topology(load_topology("chain3"), int(match.group(1)))
@@ -66,13 +76,8 @@ def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
         return ref
     ref = str(ref)
     if _looks_like_path(ref):
-        path = Path(ref)
-        if not path.is_file():
-            raise ModelError(f"--mesh-model: file {ref} does not exist")
-        data, digest = read_yaml(path)
-        return mesh_from_data(data, str(path), digest)
+        return _read_file(ref, "--mesh-model", mesh_from_data)
     path = _builtin_file("meshes", ref)
     if path is None:
         raise ModelError(f"--mesh: unknown mesh {ref!r} (known: {', '.join(list_meshes())}, or --mesh-model FILE)")
-    data, digest = read_yaml(path)
-    return mesh_from_data(data, f"models/meshes/{path.name}", digest)
+    return _read_builtin(path, "meshes", mesh_from_data)

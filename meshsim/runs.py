@@ -169,6 +169,7 @@ def write_run(
     manifest_from_dict(manifest.to_dict(), str(folder / MANIFEST))  # refuse to write what we could not read back
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a run folder is data to share
     try:
         files = dict(manifest.files)
         if result_json is not None:

@@ -41,7 +41,7 @@ class Section:
 
     def __init__(self, data: Any, where: str) -> None:
         if not isinstance(data, Mapping):
-            raise ModelError(f"{where}: expected a mapping, got {type(data).__name__}")
+            raise ModelError(f"{where.rstrip(':')}: expected a mapping, got {type(data).__name__}")
         self.data = data
         self.where = where
 

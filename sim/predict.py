@@ -108,8 +108,13 @@ def predict(
     precision: float | None = 0.05,
     processes: int | None = None,
     progress: Progress | None = None,
+    saturation: bool = True,
 ) -> Prediction:
-    """Predict latency percentiles, CPU, utilisation and saturation for one scenario and workload."""
+    """Predict latency percentiles, CPU, utilisation and saturation for one scenario and workload.
+
+    ``saturation=False`` skips the saturation search (``saturation_rps`` is then unknown): for rate sweeps, where
+    the caller finds it from the curve.
+    """
     topo = load_topology(topology)
     if payload_bytes is not None:
         if payload_bytes < 0:
@@ -126,7 +131,7 @@ def predict(
                         keepalive=keepalive, tls=tls)
     settings = RunSettings(duration_s=duration_s, warmup_s=warmup_s, replications=replications, seed=seed,
                            precision=precision, processes=processes)
-    return run_prediction(scenario, workload, settings, progress)
+    return run_prediction(scenario, workload, settings, progress, saturation)
 
 
 def make_load(kind: str, rps: float | None, connections: int | None, uniform: bool, jitter: bool,
@@ -178,7 +183,7 @@ def _pool(processes: int) -> ProcessPoolExecutor | None:
 
 
 def run_prediction(scenario: Scenario, workload: Workload, settings: RunSettings,
-                   progress: Progress | None = None) -> Prediction:
+                   progress: Progress | None = None, saturation: bool = True) -> Prediction:
     settings.validate()
     started = time.perf_counter()
     horizon = horizon_for(workload.load, settings)
@@ -207,7 +212,7 @@ def run_prediction(scenario: Scenario, workload: Workload, settings: RunSettings
     finally:
         if pool is not None:
             pool.shutdown()
-    return _summarise(scenario, workload, settings, horizon, results, started, progress)
+    return _summarise(scenario, workload, settings, horizon, results, started, progress, saturation)
 
 
 def _unstable(results: list[ReplicationResult]) -> bool:
@@ -215,7 +220,8 @@ def _unstable(results: list[ReplicationResult]) -> bool:
 
 
 def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
-               results: list[ReplicationResult], started: float, progress: Progress | None) -> Prediction:
+               results: list[ReplicationResult], started: float, progress: Progress | None,
+               search_saturation: bool = True) -> Prediction:
     per_rep = [latency_summary(r.latencies) for r in results]
     latency = {k: t_interval([s[k] for s in per_rep]) for k in LATENCY_KEYS}
     achieved = t_interval([r.achieved_rps for r in results])
@@ -237,9 +243,11 @@ def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, ho
     if saturated:
         warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "
                         "load the percentiles grow with the run length")
-    if progress:
-        progress("searching the saturation rate")
-    saturation = find_saturation(scenario, workload, settings, results, util)
+    saturation = float("nan")
+    if search_saturation:
+        if progress:
+            progress("searching the saturation rate")
+        saturation = find_saturation(scenario, workload, settings, results, util)
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")
     inputs = _inputs(scenario, workload, settings, horizon, len(results))

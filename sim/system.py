@@ -198,9 +198,8 @@ class System:
             pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
             src = lb.node
         pending += net.hop(src, replica.node, req_bytes)
-        if new_session and inbound is not None:
-            rtt = net.round_trip(src, replica.node)
-            pending += rtt * (inbound.handshake_round_trips or 1)
+        if new_session and inbound is not None and inbound.handshake_round_trips:
+            pending += net.round_trip(src, replica.node) * inbound.handshake_round_trips
         if inbound is not None:
             if pending > 0:
                 yield env.timeout(pending)

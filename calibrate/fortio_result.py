@@ -1,0 +1,234 @@
+"""fortio's result JSON (today's 1.6x format and the old 1.3.x one) and its per-request access log.
+
+A :class:`FortioResult` keeps the latency histogram exactly as fortio recorded it (bucket edges in seconds; fortio
+replaces the first bucket's start by the minimum and the last bucket's end by the maximum) together with everything
+fortio says about how the run was made. A result missing that provenance is refused: a number we cannot explain is
+not fitted. Raw per-request samples from ``-access-log-file`` are attached when present (raw samples beat buckets).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from meshsim.errors import ModelError
+
+# Keys without which a result cannot say how it was made (present in fortio 1.3.1 and 1.6x alike).
+PROVENANCE_KEYS = ("Labels", "StartTime", "RequestedQPS", "ActualQPS", "NumThreads", "URL", "Version", "RetCodes")
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One histogram bucket: ``count`` requests took between ``start`` and ``end`` seconds."""
+
+    start: float
+    end: float
+    count: int
+
+
+@dataclass(frozen=True)
+class FortioResult:
+    """A fortio run: histogram, optional raw samples and the provenance fortio recorded."""
+
+    path: str
+    labels: str
+    start_time: str
+    version: str
+    url: str
+    run_type: str
+    requested_qps: float | None  # None: fortio ran at max speed (-qps 0 / "max")
+    actual_qps: float
+    duration_s: float
+    num_threads: int
+    ret_codes: Mapping[str, int]
+    uniform: bool | None  # None: the format (1.3.x) did not record it
+    jitter: bool | None
+    nocatchup: bool | None
+    payload_bytes: int | None
+    resolution_s: float | None
+    socket_count: int | None
+    count: int
+    min_s: float
+    max_s: float
+    mean_s: float
+    buckets: tuple[Bucket, ...]
+    samples: np.ndarray | None = field(default=None, compare=False)
+    access_log: str | None = None
+
+    @property
+    def ok_count(self) -> int:
+        return sum(n for code, n in self.ret_codes.items() if code.isdigit() and 200 <= int(code) < 300)
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.ret_codes.values())
+
+    def provenance(self) -> dict[str, Any]:
+        """What fortio recorded about the run (for manifests, model files and reports)."""
+        return {
+            "labels": self.labels, "start_time": self.start_time, "fortio_version": self.version, "url": self.url,
+            "requested_qps": self.requested_qps, "actual_qps": round(self.actual_qps, 3),
+            "num_threads": self.num_threads, "uniform": self.uniform, "jitter": self.jitter,
+            "nocatchup": self.nocatchup, "ret_codes": dict(self.ret_codes), "payload_bytes": self.payload_bytes,
+            "count": self.count, "raw_samples": self.samples is not None,
+        }
+
+
+def _fail(path: str, problem: str) -> ModelError:
+    return ModelError(f"{path}: {problem}")
+
+
+def _qps(value: Any, path: str) -> float | None:
+    """RequestedQPS is a number in some files, a string ("1000", "max") in others."""
+    if isinstance(value, bool):
+        raise _fail(path, f"RequestedQPS: expected a number, got {value!r}")
+    if isinstance(value, str):
+        if value.strip().lower() in ("max", "", "-1", "0"):
+            return None
+        try:
+            value = float(value)
+        except ValueError:
+            raise _fail(path, f"RequestedQPS: not a number: {value!r}") from None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(path, f"RequestedQPS: expected a number, got {value!r}")
+    return float(value) if value > 0 else None
+
+
+def _duration_s(data: Mapping[str, Any]) -> float:
+    actual = data.get("ActualDuration")
+    return float(actual) / 1e9 if isinstance(actual, (int, float)) else float("nan")
+
+
+def _payload_bytes(data: Mapping[str, Any], url: str) -> int | None:
+    """Request payload (-payload-size / -payload) if recorded; response size asked with ?size= otherwise."""
+    payload = data.get("Payload")
+    if isinstance(payload, str) and payload:
+        try:
+            return len(base64.b64decode(payload, validate=True))
+        except (binascii.Error, ValueError):
+            return len(payload.encode())
+    if "size=" in url:
+        try:
+            return int(url.split("size=", 1)[1].split("&", 1)[0])
+        except ValueError:
+            return None
+    return None
+
+
+def _buckets(hist: Any, path: str) -> tuple[tuple[Bucket, ...], int, float, float, float]:
+    if not isinstance(hist, Mapping):
+        raise _fail(path, "DurationHistogram: missing (no latency histogram in this result)")
+    data = hist.get("Data")
+    count = hist.get("Count")
+    if not isinstance(count, int) or count <= 0:
+        raise _fail(path, f"DurationHistogram.Count: zero or missing ({count!r}): the run recorded no requests")
+    if not isinstance(data, list) or not data:
+        raise _fail(path, "DurationHistogram.Data: missing or empty")
+    buckets = []
+    for i, b in enumerate(data):
+        try:
+            start, end, n = float(b["Start"]), float(b["End"]), int(b["Count"])
+        except (KeyError, TypeError, ValueError):
+            raise _fail(path, f"DurationHistogram.Data[{i}]: needs numeric Start, End and Count") from None
+        if not (0 <= start <= end) or n < 0:
+            raise _fail(path, f"DurationHistogram.Data[{i}]: bad bucket [{start}, {end}] count {n}")
+        if buckets and start < buckets[-1].end - 1e-12:
+            raise _fail(path, f"DurationHistogram.Data[{i}]: buckets overlap or are out of order")
+        buckets.append(Bucket(start, end, n))
+    total = sum(b.count for b in buckets)
+    if total != count:
+        raise _fail(path, f"DurationHistogram: bucket counts sum to {total}, Count says {count}")
+    mean = float(hist.get("Avg", sum(0.5 * (b.start + b.end) * b.count for b in buckets) / count))
+    return tuple(buckets), count, float(hist.get("Min", buckets[0].start)), float(hist.get("Max", buckets[-1].end)), mean
+
+
+def parse_result(data: Any, path: str) -> FortioResult:
+    """Validate a parsed fortio result; every error names ``path`` and the key."""
+    if not isinstance(data, Mapping):
+        raise _fail(path, "not a fortio result (top level is not a JSON object)")
+    missing = [k for k in PROVENANCE_KEYS if k not in data]
+    if missing:
+        raise _fail(path, f"{missing[0]}: missing; a result without its provenance is not used")
+    buckets, count, lo, hi, mean = _buckets(data.get("DurationHistogram"), path)
+    ret_codes = data["RetCodes"]
+    if not isinstance(ret_codes, Mapping):
+        raise _fail(path, "RetCodes: expected a mapping of status code to count")
+    url = str(data["URL"])
+    return FortioResult(
+        path=path,
+        labels=str(data["Labels"]),
+        start_time=str(data["StartTime"]),
+        version=str(data["Version"]),
+        url=url,
+        run_type=str(data.get("RunType", "HTTP")),
+        requested_qps=_qps(data["RequestedQPS"], path),
+        actual_qps=float(data["ActualQPS"]),
+        duration_s=_duration_s(data),
+        num_threads=int(data["NumThreads"]),
+        ret_codes={str(k): int(v) for k, v in ret_codes.items()},
+        uniform=data.get("Uniform"),
+        jitter=data.get("Jitter"),
+        nocatchup=data.get("NoCatchUp"),
+        payload_bytes=_payload_bytes(data, url),
+        resolution_s=float(data["Resolution"]) if isinstance(data.get("Resolution"), (int, float)) else None,
+        socket_count=int(data["SocketCount"]) if isinstance(data.get("SocketCount"), int) else None,
+        count=count,
+        min_s=lo,
+        max_s=hi,
+        mean_s=mean,
+        buckets=buckets,
+    )
+
+
+def read_access_log(path: str | Path) -> np.ndarray:
+    """Latencies (seconds) of the successful requests in a fortio ``-access-log-file`` (JSON lines)."""
+    where = str(path)
+    values = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(where, f"cannot read access log ({exc})") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            latency = float(entry["latency"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise _fail(where, f"line {i}: not a fortio access-log entry (needs JSON with 'latency')") from None
+        if entry.get("ok", True) and latency >= 0:
+            values.append(latency)
+    if not values:
+        raise _fail(where, "no successful requests in the access log")
+    return np.asarray(values)
+
+
+def read_result(path: str | Path, access_log: str | Path | None = None) -> FortioResult:
+    """Read a fortio result JSON file (and its access log when given)."""
+    where = str(path)
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(where, f"cannot read fortio result ({exc})") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _fail(where, f"not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    result = parse_result(data, where)
+    if access_log is not None:
+        samples = read_access_log(access_log)
+        result = _with_samples(result, samples, str(access_log))
+    return result
+
+
+def _with_samples(result: FortioResult, samples: np.ndarray, log_path: str) -> FortioResult:
+    from dataclasses import replace
+
+    return replace(result, samples=samples, access_log=log_path)

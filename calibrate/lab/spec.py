@@ -1,0 +1,104 @@
+"""What a lab is: topology, mode and proxy resources, validated once; plus how modes map to run manifests.
+
+Modes (``--mode``): ``baseline`` (no proxies), ``server-sidecar`` (inbound sidecars only), ``sidecar`` (both sidecars:
+every service and the client have an Envoy), ``mtls`` and ``tracing`` (both sidecars plus the feature),
+``proxy-lb`` (one central Envoy in front of the replicas) and ``client-lb`` (the client's sidecar balances).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from meshsim.errors import MeshsimError
+
+MODES = ("baseline", "server-sidecar", "sidecar", "mtls", "tracing", "proxy-lb", "client-lb")
+MODE_PATH = {
+    "baseline": "baseline",
+    "server-sidecar": "server-sidecar",
+    "sidecar": "both-sidecars",
+    "mtls": "both-sidecars",
+    "tracing": "both-sidecars",
+    "proxy-lb": "proxy-lb",
+    "client-lb": "client-lb",
+}
+MODE_FEATURES: dict[str, tuple[str, ...]] = {"mtls": ("mtls",), "tracing": ("tracing",)}
+LB_MODES = ("proxy-lb", "client-lb")
+TOPOLOGY_HELP = "single, chainN (e.g. chain3, chain5; N = 1..20) or lbN (e.g. lb3: one service with N replicas)"
+DEFAULT_MESH = "envoy-lab"
+DEFAULT_WORKERS = 2  # Istio's sidecar default (proxy concurrency 2)
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    replicas: int = 1
+
+
+def parse_topology(topology: str) -> tuple[Service, ...]:
+    """Services in call order (the client calls the first; each calls the next)."""
+    if topology == "single":
+        return (Service("server"),)
+    chain = re.fullmatch(r"chain([0-9]+)", topology)
+    if chain and 1 <= int(chain.group(1)) <= 20:
+        return tuple(Service(f"s{i}") for i in range(1, int(chain.group(1)) + 1))
+    lb = re.fullmatch(r"lb([0-9]+)", topology)
+    if lb and 1 <= int(lb.group(1)) <= 16:
+        return (Service("server", replicas=int(lb.group(1))),)
+    raise MeshsimError(f"--topology: unknown topology {topology!r} (known: {TOPOLOGY_HELP})")
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """A validated lab: which processes, in which mode, with what proxy resources."""
+
+    topology: str = "chain3"
+    mode: str = "baseline"
+    workers: int = DEFAULT_WORKERS
+    cpus: str | None = None  # taskset CPU list for every proxy
+    cpu_limit: float | None = None  # cores per proxy (CFS quota)
+    mesh: str = DEFAULT_MESH
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise MeshsimError(f"--mode: unknown mode {self.mode!r} (known: {', '.join(MODES)})")
+        services = parse_topology(self.topology)
+        if self.workers < 1 or self.workers > 64:
+            raise MeshsimError(f"--workers: must be 1..64, got {self.workers}")
+        if self.cpu_limit is not None and not self.cpu_limit > 0:
+            raise MeshsimError(f"--cpu-limit: must be > 0 cores, got {self.cpu_limit}")
+        if self.cpus is not None and not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", self.cpus):
+            raise MeshsimError(f"--cpus: expected a taskset CPU list like 0 or 0,1 or 0-1, got {self.cpus!r}")
+        replicated = any(s.replicas > 1 for s in services)
+        if self.mode in LB_MODES and len(services) != 1:
+            raise MeshsimError(f"--mode {self.mode}: needs a one-service topology (single or lbN), got {self.topology}")
+        if replicated and self.mode not in LB_MODES:
+            raise MeshsimError(
+                f"--topology {self.topology}: replicas need a balancing mode (--mode proxy-lb or client-lb), got {self.mode}"
+            )
+        if not self.mesh or "/" in self.mesh:
+            raise MeshsimError(f"--mesh: must be a plain name, got {self.mesh!r}")
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        return parse_topology(self.topology)
+
+    @property
+    def path(self) -> str:
+        return MODE_PATH[self.mode]
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return MODE_FEATURES.get(self.mode, ())
+
+    @property
+    def has_proxies(self) -> bool:
+        return self.mode != "baseline"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LabSpec":
+        return cls(**data)

@@ -1,0 +1,128 @@
+"""Which runs identify which component, and fitting them in dependency order.
+
+- baseline runs (network + app) are taken empirically: the known part of every later fit;
+- server-sidecar runs add the inbound proxy's request and response passes (i.i.d. per pass);
+- both-sidecars runs add the outbound proxy's two passes on top (inbound fixed from the step before; with no
+  server-sidecar run, all four passes are fitted as one i.i.d. per-pass distribution);
+- runs whose only feature is F (mtls, tracing, telemetry...) add F's per-pass increment: inbound from
+  server-sidecar+F, outbound from both-sidecars+F; with only one of them the increment is shared by all passes;
+- proxy-lb runs add a central proxy's two passes to the client-lb runs (or to the baseline when there are none).
+Runs with several features at once are not used (their increments are not separable) and are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from meshsim.calibrate.convolution import Grid, GridPmf, from_observation, power
+from meshsim.calibrate.dataset import Run
+from meshsim.calibrate.decompose import ComponentFit, Term, component_pmf, fit_component
+from meshsim.calibrate.families import Family
+from meshsim.calibrate.mle import FitResult, fit_best
+from meshsim.calibrate.observations import Observation, from_result
+from meshsim.errors import MeshsimError
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Decomposition:
+    baseline: FitResult
+    baseline_runs: tuple[str, ...]
+    components: dict[str, ComponentFit] = field(default_factory=dict)
+    runs_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    observations: dict[str, Observation] = field(default_factory=dict)
+    baseline_obs: Observation | None = None
+
+
+def _obs(run: Run) -> Observation:
+    return from_result(run.result, label=run.id)
+
+
+def _select(runs: Sequence[Run], path: str, features: frozenset[str]) -> list[Run]:
+    return [r for r in runs if r.manifest.setup.path == path and r.features == features]
+
+
+def _pooled(grid: Grid, runs: Sequence[Run]) -> GridPmf:
+    """Empirical pmf of several runs of one mode, weighted by their request counts."""
+    pmfs = [(from_observation(grid, _obs(r)), _obs(r).n) for r in runs]
+    total = sum(n for _, n in pmfs)
+    return GridPmf(grid, sum(p.mass * (n / total) for p, n in pmfs))
+
+
+def decompose(
+    runs: Sequence[Run],
+    families: Sequence[Family] | None = None,
+    progress: Progress | None = None,
+    pass_offset_s: float = 0.0,
+) -> Decomposition:
+    """``pass_offset_s``: a constant each proxy pass holds in these runs but the fitted pass must not (the
+    wake-up cost at this rate, which the simulator adds itself); it is treated as a known part."""
+    say = progress or (lambda _m: None)
+    off = pass_offset_s
+    baselines = _select(runs, "baseline", frozenset()) or [r for r in runs if r.manifest.setup.path == "baseline"]
+    if not baselines:
+        raise MeshsimError("no baseline run among the runs given: proxy passes cannot be separated from "
+                           "network + app (add a run with path: baseline)")
+    observations = {r.id: _obs(r) for r in runs}
+    grid = Grid.covering(list(observations.values()))
+    base = _pooled(grid, baselines)
+    main_base = max(baselines, key=lambda r: r.result.count)
+    say(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
+    base_fit, _ = fit_best(observations[main_base.id], families)
+    out = Decomposition(base_fit, tuple(r.id for r in baselines), observations=observations,
+                        baseline_obs=observations[main_base.id])
+
+    def fit(name: str, chosen: list[Run], known: GridPmf, k: int) -> GridPmf:
+        say(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
+        terms = [Term(observations[r.id], known, k) for r in chosen]
+        comp = fit_component(name, terms, families, progress=say)
+        out.components[name] = comp
+        out.runs_of[name] = tuple(r.id for r in chosen)
+        return component_pmf(comp)
+
+    server = _select(runs, "server-sidecar", frozenset())
+    both = _select(runs, "both-sidecars", frozenset())
+    p_in = p_out = None  # effective passes as measured (fitted pass + offset)
+    if server:
+        p_in = fit("proxy.inbound_pass", server, base.delayed(2 * off), 2).delayed(off)
+        if both:
+            p_out = fit("proxy.outbound_pass", both, base.plus(power(p_in, 2)).delayed(2 * off), 2).delayed(off)
+    elif both:
+        p_in = p_out = fit("proxy.pass", both, base.delayed(4 * off), 4).delayed(off)
+        out.notes.append("no server-sidecar run: inbound and outbound passes share one fitted distribution")
+    sidecar_runs = [r for r in runs if r.manifest.setup.path in ("server-sidecar", "both-sidecars")]
+    if sidecar_runs and p_in is None:
+        raise MeshsimError("sidecar runs need a run of the same path without features (plaintext, no tracing) "
+                           "to fit the bare proxy passes")
+    for feature in sorted({f for r in runs for f in r.features}):
+        single = frozenset([feature])
+        f_server = _select(runs, "server-sidecar", single)
+        f_both = _select(runs, "both-sidecars", single)
+        if (f_server or f_both) and p_in is None:
+            continue
+        if f_server:
+            assert p_in is not None
+            f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(power(p_in, 2)), 2)
+            if f_both and p_out is not None:
+                known = base.plus(power(p_in, 2)).plus(power(p_out, 2)).plus(power(f_in, 2))
+                fit(f"feature.{feature}.outbound", f_both, known, 2)
+            else:
+                out.notes.append(f"feature {feature}: no both-sidecars run; outbound passes use the inbound increment")
+        elif f_both and p_in is not None and p_out is not None:
+            fit(f"feature.{feature}.pass", f_both, base.plus(power(p_in, 2)).plus(power(p_out, 2)), 4)
+            out.notes.append(f"feature {feature}: only both-sidecars runs; one increment shared by all four passes")
+    multi = sorted({r.id for r in runs if len(r.features) > 1})
+    if multi:
+        out.notes.append(f"not used (several features at once, increments not separable): {', '.join(multi)}")
+    lb_runs = _select(runs, "proxy-lb", frozenset())
+    if lb_runs:
+        client_lb = _select(runs, "client-lb", frozenset())
+        ref = _pooled(grid, client_lb) if client_lb else base
+        if not client_lb:
+            out.notes.append("proxy-lb fitted against the baseline (no client-lb run)")
+        fit("load_balancer.pass", lb_runs, ref, 2)
+    return out
+

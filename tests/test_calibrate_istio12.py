@@ -1,0 +1,103 @@
+"""The shipped Istio 1.2 model: it parses, it refits from the shipped runs, and the simulator driven by the same
+c=1, 1000 qps fortio workload reproduces every calibration run's p50/p90/p99 within 10 %.
+
+One exception is stated, not hidden: in the both-sidecars run with Mixer the CDF is flat from 4.9 to 9.1 ms
+(98.95 % -> 99.05 %), so the data only fix its p99 to that interval (distribution-free 95 % interval); there the
+model's p99 must fall inside that interval widened by 10 %."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshsim.calibrate.check import check_runs
+from meshsim.calibrate.dataset import load_runs
+from meshsim.calibrate.model_file import read_model
+from meshsim.calibrate.simcheck import simulate_runs
+from meshsim.calibrate.tables import measurements_dir
+from meshsim.catalog import load_mesh
+
+RUNS = measurements_dir() / "istio-1.2.0"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    batch = load_runs([RUNS])
+    assert batch.errors == ()
+    return batch.runs
+
+
+@pytest.fixture(scope="module")
+def model_path() -> Path:
+    mesh = load_mesh("istio-1.2")
+    return Path(mesh.origin) if Path(mesh.origin).is_absolute() else Path(__file__).parents[1] / mesh.origin
+
+
+def test_shipped_model_parses_with_provenance(runs, model_path: Path) -> None:
+    mesh = load_mesh("istio-1.2")
+    assert mesh.proxy is not None and mesh.proxy.kind == "envoy" and mesh.proxy.workers == 2
+    assert mesh.features["telemetry"].default is True
+    data = read_model(model_path)
+    cal = data["calibration"]
+    assert sorted(cal["fitted_from"]) == sorted(r.id for r in runs)
+    assert any("both-sidecars-mixer" in f and "saturated" in f for f in cal["flagged_runs"])
+    for kind, spec in data["proxy"]["passes"].items():
+        assert "fitted by meshsim fit" in spec["source"] and spec["fit"]["ks"] < 0.02, kind
+    for kind, spec in data["features"]["telemetry"]["per_pass"].items():
+        assert spec["fit"]["runs"], kind
+    assert set(data["sources"]) == {r.id for r in runs}
+    # the server-side (inbound) pass is cheaper than the client-side (outbound) one in these runs
+    assert mesh.proxy.passes["inbound_request"].mean < mesh.proxy.passes["outbound_request"].mean
+
+
+def test_model_reproduces_runs_without_queueing(runs) -> None:
+    mesh = load_mesh("istio-1.2")
+    base = next(r for r in runs if r.manifest.setup.path == "baseline")
+    checks = check_runs(mesh, runs, base)
+    assert len(checks) == 5
+    for c in checks:
+        assert c.within(0.10), (c.run_id, c.measured_ms, c.model_ms)
+
+
+def test_simulator_reproduces_p50_p90_p99_within_10_percent(runs, model_path: Path, tmp_path: Path) -> None:
+    checks = simulate_runs(model_path, runs, tmp_path, seed=11)  # 240 s per run, as measured
+    assert len(checks) == 5
+    for c in checks:
+        assert c.within(0.10), (c.run_id, c.measured_ms, c.model_ms, c.measured_ci_ms)
+        # p50 and p90 are pinned by the data to well under 1 %: hold them to 10 % strictly
+        for model, meas in zip(c.model_ms[:2], c.measured_ms[:2]):
+            assert model == pytest.approx(meas, rel=0.10), c.run_id
+    # where the measured p99 is itself well determined (all but the gap-straddling Mixer run), strictly too
+    for c in checks:
+        lo, hi = c.measured_ci_ms[2]
+        if (hi - lo) / c.measured_ms[2] < 0.05:
+            assert c.model_ms[2] == pytest.approx(c.measured_ms[2], rel=0.10), c.run_id
+
+
+def test_cli_refits_the_shipped_runs(model_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "istio-1.2.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "meshsim", "fit", str(RUNS), "--mesh", "istio-1.2", "--out", str(out),
+         "--families", "lognormal", "--no-mixtures", "--include-flagged", "--default-on", "telemetry"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "FLAGGED istio-1.2.0-c1-qps1000-both-sidecars-mixer: saturated" in proc.stdout
+    assert "proxy.inbound_pass" in proc.stdout and "feature.telemetry.outbound" in proc.stdout
+    assert "loaded istio-1.2.0-c1-qps1000-baseline" in proc.stderr  # progress goes to stderr
+    fresh, shipped = load_mesh(str(out)), load_mesh("istio-1.2")
+    for kind in ("inbound_request", "outbound_request"):
+        assert fresh.proxy.passes[kind].mean == pytest.approx(shipped.proxy.passes[kind].mean, rel=0.05)
+
+
+def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "meshsim", "fit", str(tmp_path / "nope"), "--mesh", "x", "--out",
+         str(tmp_path / "x.yaml")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("meshsim: error: meshsim fit: no usable runs") and str(tmp_path / "nope") in last
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "x.yaml").exists()

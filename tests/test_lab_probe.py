@@ -1,0 +1,172 @@
+"""Real lab probes: fortio load through real fortio apps and Envoy sidecars on 127.0.0.1, stored as run folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from meshsim.errors import MeshsimError, RunFailed
+from meshsim.runs import read_manifest
+
+from conftest import require_component  # tests/conftest.py: fails under CI=true, skips otherwise
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def binaries() -> None:
+    require_component("fortio")
+    require_component("envoy")
+
+
+def _lab(spec_kwargs: dict, tmp_path: Path):
+    from meshsim.calibrate.lab.lab import Lab
+    from meshsim.calibrate.lab.spec import LabSpec
+
+    return Lab(LabSpec(**spec_kwargs), tmp_path / "lab")
+
+
+def _admin_stats(port: int) -> dict[str, int]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats?format=json", timeout=3) as resp:
+        stats = json.load(resp)["stats"]
+    return {s["name"]: s["value"] for s in stats if "value" in s}
+
+
+@pytest.mark.parametrize("mode, connections", [("baseline", 1), ("sidecar", 2)])
+def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_path, mode, connections):
+    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+
+    settings = ProbeSettings(qps=200, connections=connections, duration_s=2.0, payload_bytes=512)
+    out = tmp_path / "runs"
+    with _lab({"topology": "chain3", "mode": mode}, tmp_path) as state:
+        result = probe(state, settings, out)
+        data = json.loads((result.folder / "fortio.json").read_text())
+        count = int(data["DurationHistogram"]["Count"])
+        if mode == "sidecar":
+            # The leaf's inbound sidecar saw every measured call plus fortio's one warm-up call per connection.
+            want = count + connections
+            deadline = time.monotonic() + 5  # Envoy's counters may trail the last response a little
+            while (seen := _admin_stats(state.process("s3/sidecar").admin_port)["http.inbound.downstream_rq_2xx"]) \
+                    != want and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert seen == want
+
+    expected = int(200 * 2.0) // connections * connections  # fortio: int(qps*duration)/c calls per connection
+    assert settings.expected_calls == expected
+    if "fell behind" in result.manifest.notes:
+        # fortio ends a run at its deadline; on a busy machine a late run misses its last few calls (and says so).
+        assert 0.9 * expected <= count < expected
+    else:
+        assert count == expected
+    assert data["RetCodes"] == {"200": count}
+    assert data["Sizes"]["Min"] >= 512  # the echo really returned the requested payload through the chain
+    access = (result.folder / "access.jsonl").read_text().splitlines()
+    assert len(access) == count
+    manifest = read_manifest(result.folder)
+    assert manifest.source == "lab" and manifest.status == "ok"
+    assert manifest.setup.path == ("baseline" if mode == "baseline" else "both-sidecars")
+    assert manifest.setup.topology == "chain3" and manifest.setup.payload_bytes == 512
+    assert manifest.load.qps == 200 and manifest.load.connections == connections and manifest.load.resolution_s == 1e-5
+    apps = {"client/app", "s1/app", "s2/app", "s3/app"}
+    sidecars = {"client/sidecar", "s1/sidecar", "s2/sidecar", "s3/sidecar"} if mode == "sidecar" else set()
+    assert set(manifest.cpu_seconds) == apps | sidecars
+    assert all(manifest.cpu_seconds[k] > 0 for k in apps | sidecars)
+    assert set(manifest.memory_mb) == apps | sidecars and all(v > 1 for v in manifest.memory_mb.values())
+    assert "fortio load -qps 200" in manifest.provenance
+    # No path of this machine in what may be committed: binaries by name, folders as $LAB / $RUN.
+    for private in (str(require_component("fortio").parent), str(tmp_path), str(Path.home())):
+        assert private not in manifest.provenance
+    assert "/tmp" not in (result.folder / "fortio.json").read_text() and data["Labels"] == f"meshsim lab chain3 {mode}"
+    assert manifest.where["fortio_version"] == "1.68.2"
+    p50, p99 = result.percentiles_ms()["p50"], result.percentiles_ms()["p99"]
+    assert 0 < p50 <= p99
+
+
+def test_probe_against_stopped_service_fails_and_stores_nothing(binaries, tmp_path):
+    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+
+    out = tmp_path / "runs"
+    lab = _lab({"topology": "chain3", "mode": "sidecar"}, tmp_path)
+    with lab as state:
+        leaf = state.process("s3/app")
+        os.kill(leaf.pid, signal.SIGTERM)
+        lab.supervisor.by_name("s3/app").popen.wait(timeout=5)
+        with pytest.raises(RunFailed, match="s3/app"):
+            probe(state, ProbeSettings(qps=100, duration_s=1.0), out)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_error_fraction_of_a_real_failing_fortio_run(binaries, tmp_path):
+    """fortio against an echo answering 503 for ~20 % of calls: the probe's error check sees it."""
+    from meshsim.calibrate.lab.probe import ProbeSettings, error_fraction, run_fortio
+
+    fortio = require_component("fortio")
+    with _lab({"topology": "single", "mode": "baseline"}, tmp_path) as state:
+        settings = ProbeSettings(qps=200, duration_s=1.0)
+        # -allow-initial-errors: a 503 on the warm-up call would otherwise abort fortio (that alone fails a probe).
+        run = run_fortio(fortio, f"{state.entry_url}/echo?status=503:20", settings, tmp_path,
+                         extra=["-allow-initial-errors"])
+    result = run.result
+    fraction, errors, total = error_fraction(result)
+    assert total == 200 and 0.08 < fraction < 0.35 and errors == result["RetCodes"].get("503")
+    assert fraction > settings.max_error_fraction
+    assert run.cpu_seconds > 0 and run.max_rss_mb > 1
+
+
+def test_probe_settings_reject_bad_input():
+    from meshsim.calibrate.lab.probe import ProbeSettings
+
+    with pytest.raises(MeshsimError, match="--connections"):
+        ProbeSettings(connections=0)
+    with pytest.raises(MeshsimError, match="--payload"):
+        ProbeSettings(payload_bytes=10**7)
+
+
+def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
+    from meshsim.calibrate.lab.api import lab_run
+    from meshsim.calibrate.lab.probe import ProbeSettings
+    from meshsim.calibrate.lab.spec import LabSpec
+
+    messages: list[str] = []
+    started = time.monotonic()
+    results = lab_run(LabSpec(topology="single", mode="server-sidecar"),
+                      [ProbeSettings(qps=100, duration_s=1.0),
+                       ProbeSettings(qps=300, connections=2, duration_s=1.0, uniform=True, jitter=True, nocatchup=True)],
+                      tmp_path / "runs", progress=messages.append)
+    assert time.monotonic() - started < 20
+    assert [r.manifest.load.qps for r in results] == [100, 300]
+    assert all(r.folder.parent == tmp_path / "runs" for r in results)
+    assert {"client/app", "server/app", "server/sidecar"} == set(results[0].manifest.cpu_seconds)
+    assert results[0].manifest.setup.path == "server-sidecar"
+    # fortio really ran with the pacing flags, and the manifest says so.
+    second = json.loads((results[1].folder / "fortio.json").read_text())
+    assert (second["Uniform"], second["Jitter"], second["NoCatchUp"], second["NumThreads"]) == (True, True, True, 2)
+    assert (results[0].result["Uniform"], results[0].result["Jitter"], results[0].result["NoCatchUp"]) == (False,) * 3
+    load = results[1].manifest.load
+    assert (load.uniform, load.jitter, load.nocatchup) == (True, True, True)
+    summary = results[1].summary()
+    assert summary["p50_ms"] <= summary["p90_ms"] <= summary["p99_ms"]
+    assert any("probe 2/2" in m for m in messages)
+
+
+def test_calibrate_plan_stores_every_run_and_reports_progress(binaries, tmp_path):
+    """A shrunken standard plan (two setups, one rate, two payloads, short runs), without the fitter."""
+    from meshsim.calibrate.lab.calibrate import calibrate_lab
+
+    messages: list[str] = []
+    report = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, messages.append, rates=(200,),
+                           payloads=(0, 4096), duration_s=0.5, stages=(("single", "baseline"), ("lb3", "proxy-lb")),
+                           fit=False)
+    assert len(report.run_dirs) == 4 and all(d.is_dir() for d in report.run_dirs)
+    manifests = [read_manifest(d) for d in report.run_dirs]
+    assert [(m.setup.path, m.setup.payload_bytes) for m in manifests] == [
+        ("baseline", 0), ("baseline", 4096), ("proxy-lb", 0), ("proxy-lb", 4096)]
+    assert {m.setup.mesh for m in manifests} == {"envoy-lab-test"}
+    assert any("[2/2] proxy-lb done, 4/4 runs" in m for m in messages)
