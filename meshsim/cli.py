@@ -8,11 +8,18 @@ import sys
 from typing import Sequence
 
 from meshsim import __version__
-from meshsim.errors import MeshsimError
+from meshsim.errors import ComponentMissing, MeshsimError
 
-# Each front end registers its own subcommand; a missing optional front end does not break the others.
-SUBCOMMANDS = ("meshsim.cli_predict", "meshsim.cli_fit", "meshsim.cli_lab", "meshsim.cli_calibrate",
-               "meshsim.cli_validate", "meshsim.cli_dash")
+# Each front end registers its own subcommand. A front end whose optional dependencies are not installed still
+# appears, and says which extra to install, instead of breaking the others.
+SUBCOMMANDS = {
+    "meshsim.cli_predict": ("predict", ""),
+    "meshsim.cli_fit": ("fit", "fit"),
+    "meshsim.cli_lab": ("lab", "lab"),
+    "meshsim.cli_calibrate": ("calibrate", "lab,kube"),
+    "meshsim.cli_validate": ("validate", "fit"),
+    "meshsim.cli_dash": ("dash", "dash"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,15 +33,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"meshsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in SUBCOMMANDS:
+    for name, (command, extra) in SUBCOMMANDS.items():
         try:
-            module = importlib.import_module(name)
+            importlib.import_module(name).register(sub)
         except ModuleNotFoundError as exc:
             if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+                continue  # this front end is not part of the installed version
+            if not exc.name or exc.name.startswith("meshsim"):
+                raise
+            _unavailable(sub, command, extra, exc.name)
     return parser
+
+
+def _unavailable(sub: argparse._SubParsersAction, command: str, extra: str, missing: str) -> None:  # type: ignore[type-arg]
+    message = f"{command} needs the Python package {missing!r}: pip install 'meshsim[{extra}]'"
+    # forget whatever the front end registered before its import failed
+    sub._name_parser_map.pop(command, None)
+    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != command]
+    p = sub.add_parser(command, help=f"(unavailable: {message})", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def handler(_args: argparse.Namespace) -> int:
+        raise ComponentMissing(message)
+
+    p.set_defaults(handler=handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MeshsimError as exc:
         print(f"meshsim: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:  # an optional dependency the chosen command needs
+        if not exc.name or exc.name.startswith("meshsim"):
+            raise
+        extra = next((e for c, e in SUBCOMMANDS.values() if c == args.command), "") or "test"
+        print(f"meshsim: error: {args.command} needs the Python package {exc.name!r}: "
+              f"pip install 'meshsim[{extra}]'", file=sys.stderr)
+        return ComponentMissing.exit_code
     except KeyboardInterrupt:
         print("meshsim: interrupted", file=sys.stderr)
         return 130

@@ -60,6 +60,9 @@ def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP
         daemon = subprocess.Popen(  # noqa: S603
             [sys.executable, "-m", "meshsim.calibrate.lab.daemon", "--lab-dir", str(lab_dir)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+            # not the caller's cwd: run from a source checkout, `-m` would import its meshsim/ folder, which
+            # holds only the CLI (the installed package maps calibrate/ and sim/ under meshsim.)
+            cwd=lab_dir,
         )
     deadline = time.monotonic() + timeout_s
     try:

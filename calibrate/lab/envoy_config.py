@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from meshsim.calibrate.lab.certs import CertFiles
+if TYPE_CHECKING:  # certs needs `cryptography` (the lab extra); configs only name its file paths
+    from meshsim.calibrate.lab.certs import CertFiles
 
 # The Zipkin reporter buffers spans; a short flush interval lets a probe see every span within a second of its end.
 ZIPKIN_FLUSH_MS = 500

@@ -12,7 +12,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meshsim.calibrate.lab.certs import make_lab_pki
 from meshsim.calibrate.lab.envoy_config import (
     ClusterSpec,
     ListenerSpec,
@@ -81,6 +80,8 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
                                      (collector_port,)))
     pki = None
     if mode == "mtls":
+        from meshsim.calibrate.lab.certs import make_lab_pki  # needs `cryptography` (the lab extra)
+
         pki = make_lab_pki(work_dir / "certs", ["client", *(s.name for s in services)])
 
     def tls_server(name: str) -> TlsServer | None:
