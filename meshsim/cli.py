@@ -50,7 +50,7 @@ def _unavailable(sub: argparse._SubParsersAction, command: str, extra: str, miss
     # forget whatever the front end registered before its import failed
     sub._name_parser_map.pop(command, None)
     sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != command]
-    p = sub.add_parser(command, help=f"(unavailable: {message})", add_help=False)
+    p = sub.add_parser(command, help=f"(unavailable: {message})", add_help=False, prefix_chars="\0")
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     def handler(_args: argparse.Namespace) -> int:

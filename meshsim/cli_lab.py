@@ -63,7 +63,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                     "all on 127.0.0.1, measured with real fortio load. `lab up` leaves a supervisor running until "
                     "`lab down`; `lab run` does up -> probe -> down in one go.",
     )
-    sub = lab.add_subparsers(dest="lab_command", metavar="{up,probe,down,run}", required=True)
+    sub = lab.add_subparsers(dest="lab_command", metavar="{up,probe,down,run,validate}", required=True)
 
     up = sub.add_parser("up", help="start a lab in the background (supervisor holds the processes)")
     _add_spec_options(up)
@@ -85,6 +85,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     _add_probe_options(run, multi=True)
     run.add_argument("--json", action="store_true", help="print one JSON object: run folders and their p50/p90/p99")
     run.set_defaults(handler=handle_run)
+
+    from meshsim.cli_validate import register_lab  # calibrate on the lab, measure held-out runs, validate
+
+    register_lab(sub)
 
 
 def _settings(args: argparse.Namespace, qps: float) -> Any:

@@ -47,6 +47,9 @@ class ProxyModel:
     wakeup: WakeUp | None = None
     memory: Memory = field(default_factory=Memory)
     policy: str = "round_robin"
+    # Fraction of a pass's time that is CPU work holding the worker (and the CPU quota); the rest is pure delay
+    # (kernel network path, scheduling) that does not stop the worker serving others.
+    cpu_fraction: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,10 @@ def _cpu_limit(s: Section) -> float | None:
 
 def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
-                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", *_META))
+                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction", *_META))
+    cpu_fraction = s.number("cpu_fraction", 1.0, strictly_positive=True)
+    if cpu_fraction > 1:
+        raise ModelError(f"{s.key('cpu_fraction')}: a fraction in (0, 1], got {cpu_fraction}")
     passes_sec = s.section("passes")
     assert passes_sec is not None
     passes_sec.reject_unknown((*pass_kinds, *_META))
@@ -148,6 +154,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         memory=_memory(s.section("memory", required=False)),
         policy=s.choice("policy", LB_POLICIES, "round_robin"),
+        cpu_fraction=cpu_fraction,
     )
 
 

@@ -86,7 +86,9 @@ class ProxyInstance:
         if handshake and self.handshake is not None:
             work += self.handshake()
         post = self.post_work() if last else 0.0
-        departure = self.station.serve(now, work, self.worker_for(conn), post)
+        cpu = work * self.model.cpu_fraction
+        # the worker computes `cpu`; the rest of the pass is delay that does not hold it
+        departure = self.station.serve(now, cpu, self.worker_for(conn), post) + (work - cpu)
         if last:
             for export in self.exports:
                 if export.sampling >= 1.0 or self.uniform() < export.sampling:

@@ -67,7 +67,8 @@ class Station:
     recording: bool = False
 
     def __post_init__(self) -> None:
-        self.free_at = [float("-inf")] * self.servers
+        # Workers start idle at t = 0 (the process just started): the first job pays the wake-up of its idle gap.
+        self.free_at = [0.0] * self.servers
         self.busy = [0.0] * self.servers
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -79,8 +80,9 @@ def test_cfs_quota_books_at_most_the_budget_per_period():
 
 def test_wakeup_cost_falls_with_the_rate():
     station = Station("w", 1, wakeup=WakeUp(max_cost=1e-3, tau=2e-3))
-    first = station.serve(0.0, 1e-4)  # idle since forever: full cost
-    assert first == pytest.approx(1e-3 + 1e-4)
+    assert station.serve(0.0, 1e-4) == pytest.approx(1e-4)  # just started: no idle gap yet
+    first = station.serve(0.02, 1e-4)  # idle ~20 ms = 10 tau: (almost) the full cost
+    assert first - 0.02 == pytest.approx(1e-3 * (1 - math.exp(-(0.02 - 1e-4) / 2e-3)) + 1e-4)
     soon = station.serve(first + 1e-3, 1e-4)  # idle 1 ms: cost 1 - e^-0.5
     assert soon - (first + 1e-3) == pytest.approx(1e-3 * (1 - math.exp(-0.5)) + 1e-4)
     queued = station.serve(soon - 5e-5, 1e-4)  # arrives while busy: no wake-up
@@ -99,3 +101,14 @@ def test_mtls_handshake_once_per_connection():
     extra = with_tls - without  # common random numbers: the same pass times in both
     assert np.count_nonzero(extra > 1e-3) == 2  # the first request of each connection pays both sides
     assert np.allclose(np.sort(extra)[:-2], 0.0, atol=1e-12)
+
+
+def test_cpu_fraction_splits_a_pass_into_worker_time_and_delay():
+    """Same pass times (common random numbers): latency is unchanged at low load, the worker is busy half as long."""
+    whole = proxy_mesh("shared")
+    half = MeshModel("test", replace(whole.proxy, cpu_fraction=0.5), {}, None)
+    load = Workload(FortioLoad(50, connections=1))
+    a = run_replication(server_side(whole), load, Horizon(2.0), 3, 0)
+    b = run_replication(server_side(half), load, Horizon(2.0), 3, 0)
+    assert np.allclose(a.latencies, b.latencies)  # one request at a time: nothing waits for the worker
+    assert b.usage["q/sidecar"].cpu_seconds == pytest.approx(0.5 * a.usage["q/sidecar"].cpu_seconds)

@@ -1,0 +1,314 @@
+"""Measured vs predicted, run by run: the library behind ``meshsim validate``.
+
+Every run folder is replayed in the simulator with its own setup and fortio workload (``replay``); the measured
+percentiles come from the raw access log when the run has one, else from fortio's histogram interpolated the way
+fortio does. A run the model was fitted from (``calibration.fitted_from``) is marked ``fit``, a baseline run that
+only supplied a derived topology ``topology``; both are left out of the summary unless asked for, so the summary
+speaks about held-out runs only.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from meshsim.calibrate.dataset import Run, load_run
+from meshsim.calibrate.model_file import read_model
+from meshsim.calibrate.observations import Observation, from_result
+from meshsim.catalog import load_mesh, load_topology
+from meshsim.errors import MeshsimError, ModelError
+from meshsim.topology import Topology
+
+from meshsim.calibrate.validation.replay import CannotReplay, replay
+
+Progress = Callable[[str], None]
+PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
+LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max")
+SUMMARY_KEYS = (*LATENCY_KEYS, "rps")
+CDF_POINTS = 400
+
+
+@dataclass(frozen=True)
+class Metric:
+    measured: float
+    predicted: float
+    ci95: tuple[float, float] | None = None
+
+    @property
+    def rel_error(self) -> float:
+        """(predicted - measured) / measured; NaN when there is nothing to compare."""
+        if not (math.isfinite(self.measured) and math.isfinite(self.predicted)) or self.measured == 0:
+            return float("nan")
+        return (self.predicted - self.measured) / self.measured
+
+    def to_dict(self) -> dict[str, Any]:
+        err = self.rel_error
+        return {"measured": _round(self.measured), "predicted": _round(self.predicted),
+                "ci95": [_round(v) for v in self.ci95] if self.ci95 else None,
+                "rel_error": None if not math.isfinite(err) else round(err, 4)}
+
+
+def _round(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 5)
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    run_id: str
+    folder: str
+    role: str  # held-out | fit | topology
+    status: str  # ok | saturated
+    setup: str
+    qps: float
+    connections: int
+    latency_ms: Mapping[str, Metric]
+    achieved_rps: Metric
+    cpu_cores: Mapping[str, Metric]
+    saturation_rps: float | None  # predicted
+    bottleneck: str
+    measured_cdf: tuple[list[float], list[float]]  # (ms, cumulative fraction)
+    predicted_cdf: tuple[list[float], list[float]]
+    notes: tuple[str, ...] = ()
+
+    def error(self, key: str) -> float:
+        return self.achieved_rps.rel_error if key == "rps" else self.latency_ms[key].rel_error
+
+    def to_dict(self, cdf: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run": self.run_id, "folder": self.folder, "role": self.role, "status": self.status,
+            "setup": self.setup, "qps": self.qps, "connections": self.connections,
+            "latency_ms": {k: m.to_dict() for k, m in self.latency_ms.items()},
+            "achieved_rps": self.achieved_rps.to_dict(),
+            "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
+            "predicted_saturation_rps": self.saturation_rps, "bottleneck": self.bottleneck,
+            "notes": list(self.notes)}
+        if cdf:
+            out["cdf"] = {"measured": {"ms": self.measured_cdf[0], "q": self.measured_cdf[1]},
+                          "predicted": {"ms": self.predicted_cdf[0], "q": self.predicted_cdf[1]}}
+        return out
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    key: str
+    n: int
+    median_abs: float
+    worst_abs: float
+    worst_run: str
+
+
+@dataclass
+class Validation:
+    model: str
+    model_name: str
+    comparisons: list[RunComparison]
+    skipped: list[str] = field(default_factory=list)
+    include_fit_runs: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def summarised(self) -> list[RunComparison]:
+        return [c for c in self.comparisons if c.role == "held-out" or (self.include_fit_runs and c.role == "fit")]
+
+    def summary(self) -> dict[str, SummaryRow]:
+        rows = {}
+        chosen = self.summarised()
+        for key in SUMMARY_KEYS:
+            errs = [(abs(c.error(key)), c.run_id) for c in chosen if math.isfinite(c.error(key))]
+            if not errs:
+                continue
+            worst = max(errs)
+            rows[key] = SummaryRow(key, len(errs), statistics.median(e for e, _ in errs), worst[0], worst[1])
+        return rows
+
+
+# -- measured side -------------------------------------------------------------------------------------------------
+
+def measured_cdf(obs: Observation) -> tuple[list[float], list[float]]:
+    if obs.raw:
+        x = np.sort(obs.samples)  # type: ignore[arg-type]
+        idx = np.unique(np.linspace(0, x.size - 1, min(CDF_POINTS, x.size)).astype(int))
+        return [round(float(v) * 1e3, 5) for v in x[idx]], [round(float(i + 1) / x.size, 6) for i in idx]
+    edges, cum = obs.ecdf_at_edges()
+    return [round(float(obs.lo[0]) * 1e3, 5)] + [round(float(v) * 1e3, 5) for v in edges], \
+           [0.0] + [round(float(c), 6) for c in cum]
+
+
+def _measured_latency(run: Run) -> tuple[dict[str, float], Observation]:
+    obs = from_result(run.result)
+    values = {k: obs.quantile(q) * 1e3 for k, q in PERCENTILES}
+    values["max"] = (obs.max if obs.raw else run.result.max_s) * 1e3
+    return values, obs
+
+
+# -- the comparison ------------------------------------------------------------------------------------------------
+
+def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str]) -> RunComparison:
+    measured, obs = _measured_latency(run)
+    lat = {}
+    for key in LATENCY_KEYS:
+        ci = pred["latency_ci95_ms"].get(key)
+        ci_t = tuple(ci) if ci and all(v is not None for v in ci) else None
+        value = pred["latency_ms"].get(key)
+        lat[key] = Metric(measured[key], float("nan") if value is None else float(value), ci_t)  # type: ignore[arg-type]
+    rps_ci = pred.get("achieved_rps_ci95")
+    achieved = Metric(run.result.actual_qps, float(pred["achieved_rps"]), tuple(rps_ci) if rps_ci else None)
+    duration = run.result.duration_s
+    cpu = {}
+    for comp, seconds in sorted(run.manifest.cpu_seconds.items()):
+        if duration > 0:
+            cpu[comp] = Metric(seconds / duration, float(pred["cpu_cores"].get(comp, float("nan"))))
+    q = pred["latency_cdf_ms"]
+    predicted_cdf = ([v for v in q["ms"] if v is not None], [lv for lv, v in zip(q["q"], q["ms"]) if v is not None])
+    s = run.manifest.setup
+    setup = f"{s.topology} {s.path}" + (f" +{'+'.join(s.features)}" if s.features else "")
+    if s.proxy_cpu_limit:
+        setup += f" cpu{s.proxy_cpu_limit:g}"
+    if s.proxy_workers and s.path != "baseline":
+        setup += f" w{s.proxy_workers}"
+    status = "saturated" if run.status == "saturated" else "ok"
+    notes = list(notes) + [f"run flagged saturated: {r}" for r in run.quality.reasons if status == "saturated"]
+    notes += [f"simulator: {w}" for w in pred.get("warnings", [])]
+    return RunComparison(run.id, str(run.folder), role, status, setup, float(run.qps or 0),
+                         run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
+                         pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes))
+
+
+def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:
+    runs = []
+    for folder in run_dirs:
+        path = Path(folder)
+        if not path.exists():
+            raise MeshsimError(f"RUN_DIR {folder}: does not exist")
+        subs = [path] if (path / "manifest.yaml").exists() else sorted(
+            p for p in path.iterdir() if p.is_dir() and (p / "manifest.yaml").exists()) if path.is_dir() else []
+        if not subs:
+            raise MeshsimError(f"RUN_DIR {folder}: not a run folder (no manifest.yaml in it or one level below)")
+        for sub in subs:
+            try:
+                run = load_run(sub)
+            except MeshsimError as exc:
+                skipped.append(f"{sub}: unreadable: {exc}")
+                progress(f"skipped {sub}: {exc}")
+                continue
+            if run.status == "failed":
+                why = "; ".join(run.quality.reasons) or "manifest status failed"
+                skipped.append(f"{run.id}: failed run, not validated ({why})")
+                progress(f"skipped {run.id}: failed ({why})")
+                continue
+            runs.append(run)
+    return runs
+
+
+def _model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
+    path = Path(model)
+    if not path.is_file():
+        raise ModelError(f"--model: file {model} does not exist")
+    load_mesh(path)  # the simulator's own validation: one line naming the file and key
+    data = read_model(path)
+    return path, data, str(data.get("name", path.stem))
+
+
+def validate_runs(
+    model: str | Path,
+    run_dirs: Sequence[str | Path],
+    *,
+    topology: str | Path | None = None,
+    include_fit_runs: bool = False,
+    replications: int = 4,
+    sim_duration_s: float = 20.0,
+    seed: int = 1,
+    processes: int | None = None,
+    progress: Progress | None = None,
+) -> Validation:
+    """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
+    from meshsim.sim.predict import predict
+
+    say = progress or (lambda _m: None)
+    if not run_dirs:
+        raise MeshsimError("RUN_DIR: give at least one run folder")
+    if replications < 2:
+        raise MeshsimError(f"--replications: need >= 2 for a confidence interval, got {replications}")
+    if not sim_duration_s > 0:
+        raise MeshsimError(f"--sim-duration: must be > 0 seconds, got {sim_duration_s}")
+    model_path, model_data, name = _model(model)
+    topo: Topology | None = load_topology(topology) if topology is not None else None
+    fitted = set((model_data.get("calibration") or {}).get("fitted_from") or [])
+    validation = Validation(str(model_path), name, [], include_fit_runs=include_fit_runs,
+                            settings={"replications": replications, "sim_duration_s": sim_duration_s,
+                                      "seed": seed, "topology": str(topology) if topology else "from manifests"})
+    runs = _load(run_dirs, validation.skipped, say)
+    plans = []
+    topology_runs: set[str] = set()
+    for run in runs:
+        try:
+            plan, base_id = replay(model_data, run, runs, topology=topo, sim_duration_s=sim_duration_s,
+                                   replications=replications, seed=seed, processes=processes)
+        except CannotReplay as exc:
+            validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
+            say(f"skipped {run.id}: {exc}")
+            continue
+        plans.append((run, plan))
+        if base_id is not None:
+            topology_runs.add(base_id)
+    for index, (run, plan) in enumerate(plans, 1):
+        role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
+        say(f"[{index}/{len(plans)}] simulating {run.id} ({role}) ...")
+        try:
+            pred = predict(plan.topology, model_path, **plan.kwargs).to_dict()
+        except MeshsimError as exc:
+            validation.skipped.append(f"{run.id}: the simulator refused it: {exc}")
+            say(f"skipped {run.id}: {exc}")
+            continue
+        comparison = _compare(run, role, pred, plan.notes)
+        validation.comparisons.append(comparison)
+        p = comparison.latency_ms
+        say(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
+            f"{p['p99'].predicted:.3f} ms, rps {comparison.achieved_rps.measured:.0f} vs "
+            f"{comparison.achieved_rps.predicted:.0f}")
+    return validation
+
+
+# -- the gate ------------------------------------------------------------------------------------------------------
+
+def parse_thresholds(text: str) -> dict[str, float]:
+    """``p50=10%,p99=20%,rps=10%`` (or fractions, ``p50=0.1``) -> {key: fraction}."""
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip().lower().replace("p99.9", "p999").replace("saturation", "rps")
+        if not sep or key not in SUMMARY_KEYS:
+            raise MeshsimError(f"--fail-above: expected KEY=N% with KEY in {', '.join(SUMMARY_KEYS)}, got {item!r}")
+        value = value.strip()
+        try:
+            number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+        except ValueError:
+            raise MeshsimError(f"--fail-above: {key}: not a percentage: {value!r}") from None
+        if not number > 0:
+            raise MeshsimError(f"--fail-above: {key}: must be > 0, got {value!r}")
+        out[key] = number
+    if not out:
+        raise MeshsimError("--fail-above: no thresholds given (e.g. p50=10%,p99=20%)")
+    return out
+
+
+def gate(validation: Validation, thresholds: Mapping[str, float]) -> list[str]:
+    """One message per threshold the worst held-out error exceeds (empty: the gate passes)."""
+    summary = validation.summary()
+    if not summary:
+        return ["no held-out run to judge (all runs were fit runs, skipped, or failed; --include-fit-runs "
+                "judges the fit runs)"]
+    failures = []
+    for key, limit in thresholds.items():
+        row = summary.get(key)
+        if row is None:
+            failures.append(f"{key}: no run has a comparable {key}")
+        elif row.worst_abs > limit:
+            failures.append(f"{key}: worst error {row.worst_abs:.1%} (run {row.worst_run}) exceeds {limit:.0%}")
+    return failures

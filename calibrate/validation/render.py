@@ -1,0 +1,80 @@
+"""A validation as text (the CLI's table and summary line) and as one JSON-ready object."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from meshsim.calibrate.validation.compare import LATENCY_KEYS, SUMMARY_KEYS, Metric, Validation
+
+LABELS = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9", "max": "max", "rps": "rps"}
+
+
+def _pct(err: float) -> str:
+    return "   -  " if not math.isfinite(err) else f"{err * 100:+5.0f}%"
+
+
+def _num(x: float, width: int = 8, digits: int = 3) -> str:
+    return f"{'-':>{width}}" if not math.isfinite(x) else f"{x:{width}.{digits}f}"
+
+
+def _ci(m: Metric) -> str:
+    if not m.ci95:
+        return ""
+    return f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]"
+
+
+def table(v: Validation) -> str:
+    lines = [f"model {v.model} ({v.model_name}); {len(v.comparisons)} run(s) simulated with their own fortio "
+             f"workload, {v.settings.get('replications')} replications each"]
+    for c in v.comparisons:
+        flag = "" if c.status == "ok" else " [SATURATED]"
+        role = {"held-out": "HELD-OUT", "fit": "FIT (excluded)" if not v.include_fit_runs else "FIT",
+                "topology": "TOPOLOGY (excluded)"}[c.role]
+        lines.append("")
+        lines.append(f"{c.run_id}  {role}{flag}")
+        lines.append(f"  {c.setup}, {c.qps:g} qps requested, {c.connections} connection(s)")
+        lines.append(f"  {'':10} {'measured':>9} {'predicted':>9} {'error':>7}  simulator 95% CI")
+        for key in LATENCY_KEYS:
+            m = c.latency_ms[key]
+            lines.append(f"  {LABELS[key] + ' ms':10} {_num(m.measured, 9)} {_num(m.predicted, 9)} "
+                         f"{_pct(m.rel_error):>7}  {_ci(m)}")
+        a = c.achieved_rps
+        lines.append(f"  {'rps':10} {_num(a.measured, 9, 1)} {_num(a.predicted, 9, 1)} {_pct(a.rel_error):>7}  "
+                     + (f"[{a.ci95[0]:.1f}, {a.ci95[1]:.1f}]" if a.ci95 else ""))
+        for comp, m in c.cpu_cores.items():
+            lines.append(f"  {'cpu ' + comp:10} {_num(m.measured, 9)} {_num(m.predicted, 9)} "
+                         f"{_pct(m.rel_error):>7}  (cores)")
+        if c.saturation_rps:
+            lines.append(f"  predicted saturation {c.saturation_rps:g} rps (bottleneck {c.bottleneck})")
+        for note in c.notes:
+            lines.append(f"  note: {note}")
+    for s in v.skipped:
+        lines.append(f"SKIPPED {s}")
+    lines.append("")
+    lines.append(summary_line(v))
+    return "\n".join(lines)
+
+
+def summary_line(v: Validation) -> str:
+    rows = v.summary()
+    chosen = v.summarised()
+    what = "held-out + fit runs" if v.include_fit_runs else "held-out runs"
+    if not rows:
+        excluded = sum(1 for c in v.comparisons if c.role != "held-out")
+        return (f"summary: no {what} to summarise ({excluded} fit/topology run(s) excluded; "
+                "--include-fit-runs to judge the fit)")
+    parts = [f"{LABELS[k]} {r.median_abs:.1%}/{r.worst_abs:.1%}" for k, r in rows.items()]
+    return f"summary over {len(chosen)} {what}, |error| median/worst: " + ", ".join(parts)
+
+
+def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
+    return {
+        "model": v.model, "model_name": v.model_name, "settings": v.settings,
+        "include_fit_runs": v.include_fit_runs,
+        "runs": [c.to_dict(cdf) for c in v.comparisons],
+        "skipped": list(v.skipped),
+        "summary": {k: {"n": r.n, "median_abs_error": round(r.median_abs, 4), "worst_abs_error": round(r.worst_abs, 4),
+                        "worst_run": r.worst_run} for k, r in v.summary().items()},
+        "summary_keys": list(SUMMARY_KEYS),
+    }

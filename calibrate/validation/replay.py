@@ -1,0 +1,169 @@
+"""How a measured run is replayed in the simulator: its topology, path mode, features and fortio workload.
+
+Path modes map to the simulator as: baseline -> scope ``none``; server-sidecar -> ``server``; both-sidecars ->
+``both``; proxy-lb -> lb ``proxy`` (no sidecars, as in the lab); client-lb -> lb ``client`` with sidecars.
+
+Topology. A hand-made mesh model is replayed on the manifest's named topology (``models/topologies``). A fitted
+model (``meshsim fit``) carries ``calibration.baseline``: network + app + client of its baseline runs, in which
+the fitted passes already include the loopback hops. Its runs are replayed on that baseline (the same topology
+``meshsim.calibrate.simcheck`` uses); ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
+N-1 forwarding apps, which no single-service calibration run holds: it is taken from a baseline run of the same
+chain among the validated runs (that run is then marked ``topology``, not held-out).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from meshsim.calibrate.dataset import Run
+from meshsim.calibrate.observations import from_result
+from meshsim.catalog import load_topology
+from meshsim.distributions import parse_distribution
+from meshsim.errors import MeshsimError
+from meshsim.topology import Topology, topology_from_data
+
+SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
+                 "client-lb": "both"}
+LB_OF_PATH = {"proxy-lb": "proxy"}
+HOP_CV = 0.5  # assumed spread of one forwarding app hop: only its mean is identified by a baseline chain run
+_CHAIN = re.compile(r"^chain(\d+)$")
+_LB = re.compile(r"^lb(\d+)$")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Arguments of ``predict`` for one run (topology as an object, so derived topologies need no file)."""
+
+    topology: Topology
+    kwargs: Mapping[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+class CannotReplay(MeshsimError):
+    """This run cannot be simulated with this model (unknown feature, missing chain baseline, ...)."""
+
+
+def features_for(model: Mapping[str, Any], run: Run) -> list[str]:
+    """The run's features plus ``no-X`` for every default-on feature of the model the run did not have."""
+    known = model.get("features") or {}
+    unknown = sorted(set(run.features) - set(known))
+    if unknown:
+        raise CannotReplay(f"feature {unknown[0]!r} is not in the model (model features: "
+                           f"{', '.join(sorted(known)) or 'none'})")
+    defaults = {n for n, f in known.items() if isinstance(f, Mapping) and f.get("default")}
+    return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
+
+
+def _service(baseline_spec: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
+    return {"replicas": replicas, "cores": 2, "request_bytes": 100, "response_bytes": 0,
+            "handler": [{"compute": dict(baseline_spec)}], "source": source}
+
+
+def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> dict[str, Any]:
+    return {
+        "schema": "meshsim/topology/v1", "name": name, "entry": entry, "source": source,
+        "description": "fortio client -> lab/cluster services, app + network from measured baseline runs",
+        "client": {"overhead": 0, "request_bytes": 100, "source": "included in the measured baseline"},
+        "network": {"loopback": 0, "same_node": 0, "cross_node": 0, "bandwidth_gbps": 1000,
+                    "source": "included in the measured baseline and in the fitted proxy passes"},
+        "services": services,
+    }
+
+
+def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
+    baseline = (model.get("calibration") or {}).get("baseline")
+    source = f"calibration.baseline of mesh model {model.get('name')!r} (network + app of its baseline runs)"
+    name = f"{model.get('name')}-baseline" + (f"-x{replicas}" if replicas > 1 else "")
+    data = _skeleton(name, "server", {"server": _service(baseline, replicas, source)}, source)
+    return topology_from_data(data, f"<{name}: derived from the mesh model's calibration.baseline>")
+
+
+def chain_topology(model: Mapping[str, Any], n: int, hop_mean_ms: float, hop_source: str) -> Topology:
+    baseline = (model.get("calibration") or {}).get("baseline")
+    leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
+    half = {"family": "lognormal", "mean_ms": max(hop_mean_ms / 2, 1e-4), "cv": HOP_CV,
+            "source": f"half of one forwarding hop ({hop_source}); cv {HOP_CV} assumed"}
+    services: dict[str, Any] = {}
+    for i in range(1, n + 1):
+        if i == n:
+            services[f"s{i}"] = _service(baseline, 1, leaf_source)
+        else:
+            services[f"s{i}"] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
+                                 "handler": [{"compute": half}, {"call": f"s{i + 1}"}, {"compute": half}],
+                                 "source": hop_source}
+    name = f"{model.get('name')}-chain{n}"
+    return topology_from_data(_skeleton(name, "s1", services, hop_source), f"<{name}: derived from baseline runs>")
+
+
+def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
+    spec = (model.get("calibration") or {}).get("baseline")
+    return parse_distribution(spec, where="calibration.baseline").mean * 1e3
+
+
+def _closest(candidates: Sequence[Run], run: Run) -> Run:
+    return min(candidates, key=lambda b: (abs((b.qps or 0) - (run.qps or 0)),
+                                          abs(b.manifest.load.connections - run.manifest.load.connections)))
+
+
+def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
+                 override: Topology | None) -> tuple[Topology, str | None, list[str]]:
+    """(topology, id of the baseline run it was derived from or None, notes)."""
+    if override is not None:
+        return override, None, []
+    name = run.manifest.setup.topology
+    if not (model.get("calibration") or {}).get("baseline"):
+        return load_topology(name), None, []
+    if name == "single":
+        return baseline_topology(model), None, []
+    lb = _LB.match(name)
+    if lb:
+        return baseline_topology(model, int(lb.group(1))), None, []
+    chain = _CHAIN.match(name)
+    if chain:
+        n = int(chain.group(1))
+        if n == 1:
+            return baseline_topology(model), None, []
+        bases = [b for b in runs if b.manifest.setup.topology == name and b.manifest.setup.path == "baseline"
+                 and b.status != "failed"]
+        if not bases:
+            raise CannotReplay(f"topology {name}: a fitted model knows one service only; add a baseline {name} run "
+                               "(the forwarding apps' cost) to the RUN_DIRs, or pass --topology FILE")
+        base = _closest(bases, run)
+        hop = (from_result(base.result).mean * 1e3 - _baseline_mean_ms(model)) / (n - 1)
+        if hop <= 0:
+            raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than the model's baseline")
+        source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - mean of the model's "
+                  f"calibration.baseline) / {n - 1}")
+        return chain_topology(model, n, hop, source), base.id, [source]
+    return load_topology(name), None, [f"topology {name}: app times from models/topologies, not measured"]
+
+
+def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
+           topology: Topology | None, sim_duration_s: float, replications: int, seed: int,
+           processes: int | None) -> tuple[Replay, str | None]:
+    """How to simulate ``run``; raises CannotReplay with the reason when it cannot be."""
+    setup, load = run.manifest.setup, run.manifest.load
+    if not run.qps:
+        raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
+    topo, base_id, notes = topology_for(model, run, runs, topology)
+    derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
+    duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
+    if duration > sim_duration_s:
+        notes.append(f"simulated {sim_duration_s:g} s per replication of a {duration:g} s run (max is not comparable)")
+        duration = sim_duration_s
+    if derived and run.manifest.cpu_seconds:
+        notes.append("app CPU not comparable: the derived app holds the whole measured baseline (client + network)")
+    if setup.path == "client-lb":
+        notes.append("client-lb simulated with sidecars on client and servers (the simulator has no client-only scope)")
+    kwargs: dict[str, Any] = dict(
+        rps=float(run.qps), load="fortio", connections=run.result.num_threads or load.connections,
+        uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
+        scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
+        features=features_for(model, run),
+        payload_bytes=None if derived else setup.payload_bytes,
+        proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
+        duration_s=duration, warmup_s=0.0, replications=replications, precision=None, seed=seed,
+        processes=processes)
+    return Replay(topo, kwargs, tuple(notes)), base_id
