@@ -73,6 +73,19 @@ class Observation:
             return float(self.samples.mean())
         return float(np.sum(0.5 * (self.lo + self.hi) * self.counts) / self.counts.sum())
 
+    @property
+    def std(self) -> float:
+        """Standard deviation (bucket midpoints when binned)."""
+        if self.raw:
+            return float(self.samples.std())
+        mid = 0.5 * (self.lo + self.hi)
+        return float(np.sqrt(np.sum((mid - self.mean) ** 2 * self.counts) / self.counts.sum()))
+
+    @property
+    def mean_se(self) -> float:
+        """Standard error of the mean (requests treated as independent)."""
+        return self.std / np.sqrt(max(self.n, 1))
+
 
 def from_result(result: FortioResult, label: str = "", prefer_raw: bool = True) -> Observation:
     """Observation of a fortio result; raw access-log samples win over buckets when present."""
