@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Union
 
-from meshsim.distributions import Distribution, parse_distribution
+from meshsim.distributions import Distribution
+from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import ModelError
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text

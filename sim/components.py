@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from meshsim.distributions import Distribution, total
+from meshsim.distributions import Distribution
+from meshsim.distribution_spec import total
 from meshsim.mesh import Feature, ProxyModel
 from meshsim.topology import Compute, Network, Service
 from meshsim.sim.stations import CpuQuota, Station
