@@ -14,7 +14,8 @@ from meshsim.calibrate.decompose import ComponentFit
 from meshsim.calibrate.families import Family, candidates
 from meshsim.calibrate.model_file import build_model, proxy_skeleton, write_model
 from meshsim.calibrate.plan import Decomposition, decompose
-from meshsim.distributions import Distribution, spec_with_meta
+from meshsim.distributions import Distribution
+from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
 
 Progress = Callable[[str], None]

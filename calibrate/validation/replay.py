@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from meshsim.calibrate.dataset import Run
 from meshsim.calibrate.observations import from_result
 from meshsim.catalog import load_topology
-from meshsim.distributions import parse_distribution
+from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
 from meshsim.topology import Topology, topology_from_data
 
