@@ -83,7 +83,9 @@ def _fit_meta(comp: ComponentFit, runs: Sequence[str]) -> dict[str, Any]:
     g = comp.gof[0]
     return {"family": comp.best.family.name, "aic": round(comp.best.aic, 1), "ks": round(g.ks, 5),
             "chi2_per_dof": round(g.chi2 / g.dof, 2), "n": comp.best.n, "runs": list(runs),
-            "runner_up": [f"{f.family.name} (dAIC {f.aic - comp.best.aic:.1f})" for f in comp.fits[1:3]]}
+            "runner_up": [f"{f.family.name} (dAIC {f.aic - comp.best.aic:.1f})"
+                          for f in comp.fits[1:] if f.aic >= comp.best.aic][:2],
+            **({"rejected": list(comp.rejected)} if comp.rejected else {})}
 
 
 def _spec(comp: ComponentFit, runs: Sequence[str], what: str) -> dict[str, Any]:
@@ -214,6 +216,14 @@ def fit_runs(
                              "whatever wake-up cost that rate implies")
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
+    fractions = load_dependence.cpu_fractions(extra.cpu, decomp, summary.notes)
+    for section, block in (("proxy", proxy), ("load_balancer", lb)):
+        if block is not None and section in fractions:
+            block["cpu_fraction"], why = fractions[section]
+            block["source"] = f"{block['source']}; {why}"
+        elif block is not None:
+            summary.notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
+                                 "(the default 1 treats every pass as CPU work)")
     gof = {"baseline": {**decomp.baseline.summary(), "runs": list(decomp.baseline_runs)}}
     gof.update({name: _fit_meta(c, decomp.runs_of[name]) for name, c in comps.items()})
     calibration = {
@@ -226,6 +236,7 @@ def fit_runs(
                                    f"{', '.join(decomp.baseline_runs)} (for a matching topology)"),
         "flagged_runs": summary.flagged,
         "cpu": extra.cpu,
+        **({"baseline_wakeup": extra.baseline_wakeup} if extra.baseline_wakeup else {}),
         "notes": "; ".join(summary.notes) or "none",
     }
     versions = sorted({r.manifest.setup.mesh_version for r in usable if r.manifest.setup.mesh_version})

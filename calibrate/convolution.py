@@ -66,13 +66,28 @@ class GridPmf:
         return GridPmf(self.grid, np.concatenate([np.zeros(k), self.mass[:-k]]), self.terms)
 
     def plus(self, other: "GridPmf") -> "GridPmf":
-        return GridPmf(self.grid, convolve(self.mass, other.mass), self.terms + other.terms)
+        n = self.mass.size
+        size = _fft_size(n)
+        out = np.fft.irfft(self.spectrum(size) * other.spectrum(size), size)[:n]
+        return GridPmf(self.grid, np.maximum(out, 0.0), self.terms + other.terms)
+
+    def spectrum(self, size: int) -> np.ndarray:
+        """rfft of the mass zero-padded to ``size``, kept with the pmf: the known parts of a deconvolution are
+        convolved with a new candidate at every likelihood evaluation, and power() reuses its operand."""
+        cache = self.__dict__.setdefault("_spectra", {})  # frozen dataclass: a private memo, not a field
+        if size not in cache:
+            cache[size] = np.fft.rfft(self.mass, size)
+        return cache[size]
+
+
+def _fft_size(n: int) -> int:
+    return 1 << int(np.ceil(np.log2(2 * n)))
 
 
 def convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Linear convolution truncated to len(a) (FFT; padding to 2n avoids wrap-around)."""
     n = a.size
-    size = 1 << int(np.ceil(np.log2(2 * n)))
+    size = _fft_size(n)
     out = np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n]
     return np.maximum(out, 0.0)
 

@@ -16,11 +16,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from meshsim.calibrate.acceptance import problem
 from meshsim.calibrate.convolution import Grid, GridPmf, from_cdf, power
 from meshsim.calibrate.families import Family, candidates
 from meshsim.calibrate.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.mle import FitResult, _safe, maximise
 from meshsim.calibrate.observations import Observation
+from meshsim.errors import MeshsimError
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ComponentFit:
     fits: tuple[FitResult, ...]
     gof: tuple[GoodnessOfFit, ...]  # of each term's observation under the fitted convolution
     terms: tuple[Term, ...]
+    rejected: tuple[str, ...] = ()  # better-AIC candidates refused by the acceptance rules, with the reason
 
     def model_cdf(self, i: int = 0) -> Callable[[np.ndarray], np.ndarray]:
         """CDF of term i's mode under the fitted component (for reports)."""
@@ -90,11 +93,31 @@ def fit_component(
         if progress:
             progress(f"  {name}: {family.name}: AIC {fits[-1].aic:.1f}")
     fits.sort(key=lambda r: r.aic)
-    best = fits[0]
-    comp = from_cdf(grid, lambda x: best.family.cdf(best.theta, x, max_shift))
-    gofs = tuple(goodness_of_fit(t.obs, t.known.plus(power(comp, t.k)).cdf, best.family.k) for t in terms)
-    best = FitResult(best.family, best.theta, best.distribution, best.loglik, best.n, gofs[0])
-    return ComponentFit(name, best, tuple(fits), gofs, terms)
+
+    def term_gofs(fit: FitResult) -> tuple[GoodnessOfFit, ...]:
+        comp = from_cdf(grid, lambda x: fit.family.cdf(fit.theta, x, max_shift))
+        return tuple(goodness_of_fit(t.obs, t.known.plus(power(comp, t.k)).cdf, fit.family.k) for t in terms)
+
+    # judge candidates in AIC order; the worst term's KS counts (every run must be reproduced)
+    rejected: list[str] = []
+    chosen: tuple[FitResult, tuple[GoodnessOfFit, ...]] | None = None
+    for fit in fits:
+        gofs = term_gofs(fit)
+        why = problem(fit.distribution, max(g.ks for g in gofs), max(t.obs.max for t in terms))
+        if not why:
+            chosen = (fit, gofs)
+            break
+        rejected.append(f"{fit.family.name}: {why}")
+    if chosen is None:
+        raise MeshsimError(f"fit of {name} from runs {', '.join(t.obs.label for t in terms)} failed: no acceptable "
+                           f"candidate ({'; '.join(rejected)}); check these runs (noise larger than the component?) "
+                           "or leave them out")
+    picked, gofs = chosen
+    if progress and rejected:
+        progress(f"  {name}: rejected {'; '.join(rejected)}")
+    best = FitResult(picked.family, picked.theta, picked.distribution, picked.loglik, picked.n, gofs[0])
+    fits = [best] + [f for f in fits if f is not picked]
+    return ComponentFit(name, best, tuple(fits), gofs, terms, tuple(rejected))
 
 
 def component_pmf(fit: ComponentFit) -> GridPmf:

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import optimize
 
+from meshsim.calibrate.acceptance import choose
 from meshsim.calibrate.families import Family, candidates
 from meshsim.calibrate.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.observations import Observation
@@ -95,9 +96,18 @@ def fit_family(obs: Observation, family: Family, max_evals: int = 1500) -> FitRe
 
 
 def fit_best(
-    obs: Observation, families: Sequence[Family] | None = None, max_evals: int = 1500
+    obs: Observation, families: Sequence[Family] | None = None, max_evals: int = 1500, component: str = "",
+    rejected: list[str] | None = None,
 ) -> tuple[FitResult, list[FitResult]]:
-    """Fit every candidate and return (best by AIC, all fits sorted by AIC)."""
+    """Fit every candidate and return (best acceptable by AIC, all fits sorted by AIC).
+
+    Candidates failing :mod:`meshsim.calibrate.acceptance` are skipped (their reasons appended to ``rejected``);
+    none acceptable raises MeshsimError naming ``component`` and the run.
+    """
     fits = [fit_family(obs, f, max_evals) for f in (families or candidates())]
     fits.sort(key=lambda r: r.aic)
-    return fits[0], fits
+    i, why = choose([f.family.name for f in fits], [f.distribution for f in fits],
+                    [f.gof.ks if f.gof else float("nan") for f in fits], obs.max, component or obs.label, [obs.label])
+    if rejected is not None:
+        rejected.extend(why)
+    return fits[i], fits

@@ -6,7 +6,8 @@
   server-sidecar run, all four passes are fitted as one i.i.d. per-pass distribution);
 - runs whose only feature is F (mtls, tracing, telemetry...) add F's per-pass increment: inbound from
   server-sidecar+F, outbound from both-sidecars+F; with only one of them the increment is shared by all passes;
-- proxy-lb runs add a central proxy's two passes to the client-lb runs (or to the baseline when there are none).
+- proxy-lb runs add a central proxy's two passes to the client-lb runs (or to the baseline when there are none,
+  or when the client-lb runs balance in the caller's sidecar: its passes are not part of a proxy-lb run).
 Runs with several features at once are not used (their increments are not separable) and are reported.
 """
 
@@ -71,15 +72,21 @@ def decompose(
     base = _pooled(grid, baselines)
     main_base = max(baselines, key=lambda r: r.result.count)
     say(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
-    base_fit, _ = fit_best(observations[main_base.id], families)
+    rejected: list[str] = []
+    base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
+                           rejected=rejected)
     out = Decomposition(base_fit, tuple(r.id for r in baselines), observations=observations,
                         baseline_obs=observations[main_base.id])
+    if rejected:
+        out.notes.append(f"baseline: better-AIC candidates rejected ({'; '.join(rejected)})")
 
     def fit(name: str, chosen: list[Run], known: GridPmf, k: int) -> GridPmf:
         say(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
         terms = [Term(observations[r.id], known, k) for r in chosen]
         comp = fit_component(name, terms, families, progress=say)
         out.components[name] = comp
+        if comp.rejected:
+            out.notes.append(f"{name}: better-AIC candidates rejected ({'; '.join(comp.rejected)})")
         out.runs_of[name] = tuple(r.id for r in chosen)
         return component_pmf(comp)
 
@@ -98,31 +105,49 @@ def decompose(
         raise MeshsimError("sidecar runs need a run of the same path without features (plaintext, no tracing) "
                            "to fit the bare proxy passes")
     for feature in sorted({f for r in runs for f in r.features}):
-        single = frozenset([feature])
-        f_server = _select(runs, "server-sidecar", single)
-        f_both = _select(runs, "both-sidecars", single)
-        if (f_server or f_both) and p_in is None:
-            continue
-        if f_server:
-            assert p_in is not None
-            f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(power(p_in, 2)), 2)
-            if f_both and p_out is not None:
-                known = base.plus(power(p_in, 2)).plus(power(p_out, 2)).plus(power(f_in, 2))
-                fit(f"feature.{feature}.outbound", f_both, known, 2)
-            else:
-                out.notes.append(f"feature {feature}: no both-sidecars run; outbound passes use the inbound increment")
-        elif f_both and p_in is not None and p_out is not None:
-            fit(f"feature.{feature}.pass", f_both, base.plus(power(p_in, 2)).plus(power(p_out, 2)), 4)
-            out.notes.append(f"feature {feature}: only both-sidecars runs; one increment shared by all four passes")
+        try:
+            _fit_feature(feature, runs, base, p_in, p_out, fit, out)
+        except MeshsimError as exc:  # an optional add-on that the runs cannot resolve is left out, not fatal
+            out.notes.append(f"feature {feature}: not fitted, left out of the model ({exc})")
+            for name in [n for n in out.components if n.startswith(f"feature.{feature}.")]:
+                del out.components[name]
+                out.runs_of.pop(name, None)
     multi = sorted({r.id for r in runs if len(r.features) > 1})
     if multi:
         out.notes.append(f"not used (several features at once, increments not separable): {', '.join(multi)}")
     lb_runs = _select(runs, "proxy-lb", frozenset())
     if lb_runs:
         client_lb = _select(runs, "client-lb", frozenset())
-        ref = _pooled(grid, client_lb) if client_lb else base
-        if not client_lb:
+        # client-lb through the caller's own sidecar holds that sidecar's two passes, which proxy-lb runs lack:
+        # it is no known part of a proxy-lb run (the LB pass would come out as LB minus sidecar, about zero)
+        via_sidecar = [r.id for r in client_lb if "client/sidecar" in r.manifest.cpu_seconds]
+        if via_sidecar:
+            out.notes.append("proxy-lb fitted against the baseline: the client-lb runs balance in the caller's "
+                             f"sidecar ({', '.join(via_sidecar)}), whose passes proxy-lb runs do not have")
+            client_lb = []
+        elif not client_lb:
             out.notes.append("proxy-lb fitted against the baseline (no client-lb run)")
+        ref = _pooled(grid, client_lb) if client_lb else base
         fit("load_balancer.pass", lb_runs, ref, 2)
     return out
 
+
+def _fit_feature(feature: str, runs: Sequence[Run], base: GridPmf, p_in: GridPmf | None, p_out: GridPmf | None,
+                 fit: Callable[[str, list[Run], GridPmf, int], GridPmf], out: Decomposition) -> None:
+    """Fit one feature's increment over the bare passes (inbound/outbound, or one shared by all passes)."""
+    single = frozenset([feature])
+    f_server = _select(runs, "server-sidecar", single)
+    f_both = _select(runs, "both-sidecars", single)
+    if (f_server or f_both) and p_in is None:
+        return
+    if f_server:
+        assert p_in is not None
+        f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(power(p_in, 2)), 2)
+        if f_both and p_out is not None:
+            known = base.plus(power(p_in, 2)).plus(power(p_out, 2)).plus(power(f_in, 2))
+            fit(f"feature.{feature}.outbound", f_both, known, 2)
+        else:
+            out.notes.append(f"feature {feature}: no both-sidecars run; outbound passes use the inbound increment")
+    elif f_both and p_in is not None and p_out is not None:
+        fit(f"feature.{feature}.pass", f_both, base.plus(power(p_in, 2)).plus(power(p_out, 2)), 4)
+        out.notes.append(f"feature {feature}: only both-sidecars runs; one increment shared by all four passes")

@@ -44,8 +44,9 @@ class WakeupFit:
     def on_bound(self) -> str:
         """Which parameter's optimum sits on its bound ('' when none): then only a ratio is identified."""
         hits = []
-        if not self.tau_fixed and self.tau_s >= self.tau_max_s * (1 - 1e-3):
-            hits.append(f"tau at its upper bound {self.tau_max_s * 1e3:.3g} ms")
+        if self.tau_s >= self.tau_max_s * (1 - 1e-3):
+            what = "fixed tau clipped to" if self.tau_fixed else "tau at"
+            hits.append(f"{what} its upper bound {self.tau_max_s * 1e3:.3g} ms")
         if not self.tau_fixed and self.tau_s <= TAU_MIN_S * (1 + 1e-3):
             hits.append("tau at its lower bound")
         if self.max_s >= self.max_max_s * (1 - 1e-3):
@@ -63,10 +64,10 @@ class WakeupFit:
     def verdict(self) -> str:
         """One phrase: why the fit is (not) used."""
         fit = f"max {self.max_s * 1e3:.4g} ms, tau {self.tau_s * 1e3:.4g} ms{' (tau fixed)' if self.tau_fixed else ''}"
-        if self.on_bound:
-            return f"not identified ({fit}: {self.on_bound}; only max/tau is determined by these gaps)"
         if not self.significant:
             return f"not significant ({fit}: improvement over no wake-up p = {self.p_value:.2g})"
+        if self.on_bound:
+            return f"not identified ({fit}: {self.on_bound}; only max/tau is determined by these gaps)"
         return f"{fit}, improvement over no wake-up p = {self.p_value:.2g}"
 
     def block(self, source: str) -> dict[str, object]:

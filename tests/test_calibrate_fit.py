@@ -134,5 +134,8 @@ def test_cpu_cost_and_wakeup_recovered() -> None:
     w = fit_wakeup(gaps, added)
     assert not w.tau_fixed
     assert w.max_s == pytest.approx(0.3e-3, rel=0.02) and w.tau_s == pytest.approx(3e-3, rel=0.05)
-    two = fit_wakeup(gaps[:2], added[:2], tau_prior_s=3e-3)
+    two = fit_wakeup(gaps[:2], added[:2], tau_prior_s=3e-3, tau_max_s=10e-3)
     assert two.tau_fixed and two.max_s == pytest.approx(0.3e-3, rel=0.02)
+    # by default tau may not exceed 5x the largest gap seen: a prior beyond it is clipped, and that is a bound
+    clipped = fit_wakeup(gaps[:2], added[:2], tau_prior_s=3e-3)
+    assert clipped.tau_s == pytest.approx(2.5e-3) and clipped.on_bound and not clipped.accepted

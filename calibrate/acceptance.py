@@ -1,0 +1,64 @@
+"""Which fitted candidates may enter a model: a fit that is best by AIC can still be a failure.
+
+An optimiser may run off to a degenerate corner (a gamma with shape 3e-5 and scale 13 s has a sensible mean but
+puts nearly all mass at zero) or the family may not describe the data at all (KS 0.66). Such a candidate is
+rejected and the next one by AIC is taken; when none is acceptable the fit fails with one line naming the
+component and its runs, so a nonsense model is never written.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from meshsim.distributions import Distribution, Gamma, LogNormal, Mixture, Shifted, Weibull
+from meshsim.errors import MeshsimError
+
+KS_MAX = 0.1  # largest KS distance (data vs fitted CDF) accepted
+SHAPE_MIN = 0.05  # gamma / Weibull shape below this: all mass at zero plus a tail reaching far past the data
+SIGMA_MAX = 4.0  # lognormal sigma above this: the same degeneracy on a log scale
+SCALE_FACTOR = 10.0  # scale (or lognormal median) more than this many times the data's largest value
+MIN_WEIGHT = 1e-3  # mixture components lighter than this cannot distort the model and are not judged
+
+
+def _degenerate(dist: Distribution, data_max_s: float) -> str:
+    if isinstance(dist, Shifted):
+        return _degenerate(dist.base, data_max_s)
+    if isinstance(dist, Mixture):
+        for w, comp in zip(dist.weights, dist.components):
+            why = _degenerate(comp, data_max_s) if w >= MIN_WEIGHT else ""
+            if why:
+                return why
+        return ""
+    limit = SCALE_FACTOR * data_max_s
+    if isinstance(dist, (Gamma, Weibull)):
+        if dist.shape < SHAPE_MIN:
+            return f"degenerate shape {dist.shape:.3g} < {SHAPE_MIN}"
+        if dist.scale > limit:
+            return f"scale {dist.scale * 1e3:.4g} ms beyond {SCALE_FACTOR:g}x the data's maximum"
+    if isinstance(dist, LogNormal):
+        if dist.sigma > SIGMA_MAX:
+            return f"degenerate sigma {dist.sigma:.3g} > {SIGMA_MAX}"
+        if dist.quantile(0.5) > limit:
+            return f"median {dist.quantile(0.5) * 1e3:.4g} ms beyond {SCALE_FACTOR:g}x the data's maximum"
+    return ""
+
+
+def problem(dist: Distribution, ks: float, data_max_s: float) -> str:
+    """Why a fitted candidate is not acceptable ('' when it is)."""
+    if not ks <= KS_MAX:  # also catches NaN
+        return f"KS {ks:.3g} > {KS_MAX}"
+    return _degenerate(dist, data_max_s)
+
+
+def choose(names: Sequence[str], dists: Sequence[Distribution], ks: Sequence[float], data_max_s: float,
+           component: str, runs: Sequence[str]) -> tuple[int, list[str]]:
+    """Index of the first acceptable candidate (candidates in AIC order) and the reasons for those rejected."""
+    rejected = []
+    for i, (name, dist, k) in enumerate(zip(names, dists, ks)):
+        why = problem(dist, k, data_max_s)
+        if not why:
+            return i, rejected
+        rejected.append(f"{name}: {why}")
+    raise MeshsimError(f"fit of {component} from runs {', '.join(runs)} failed: no acceptable candidate "
+                       f"({'; '.join(rejected)}); check these runs (noise larger than the component?) or leave "
+                       "them out")
