@@ -93,6 +93,16 @@ def _spec(comp: ComponentFit, runs: Sequence[str], what: str) -> dict[str, Any]:
                           fit=_fit_meta(comp, runs))
 
 
+def _reference_payload(runs: Sequence[Run]) -> tuple[int, list[Run]]:
+    """The payload most runs share (ties: the smallest) and the runs at other payloads.
+
+    A pass fitted over runs of different payloads would convolve a pooled baseline with a pooled pass, which is
+    not the pool of the per-payload convolutions: decomposition stays within one payload."""
+    counts = Counter(r.manifest.setup.payload_bytes for r in runs)
+    ref = max(counts, key=lambda b: (counts[b], -b))
+    return ref, [r for r in runs if r.manifest.setup.payload_bytes != ref]
+
+
 def _choose_group(runs: Sequence[Run]) -> tuple[float | None, list[Run], list[Run]]:
     """Reference rate group (most runs; ties: highest rate) and the runs at other rates."""
     counts = Counter(r.qps for r in runs)
@@ -160,6 +170,13 @@ def fit_runs(
     if not usable:
         problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
         raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
+    payload, other_payload = _reference_payload(usable)
+    if other_payload:
+        note = (f"runs at payloads other than {payload} B not used for the passes (the per-KB cost is not fitted): "
+                + ", ".join(r.id for r in other_payload))
+        say(note)
+        summary.notes.append(note)
+        usable = [r for r in usable if r not in other_payload]
     ref_qps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
         say(f"reference rate {ref_qps} qps; {len(other_runs)} runs at other rates used for load dependence")
