@@ -26,7 +26,7 @@ from meshsim.topology import load_topology_text
 
 SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_duration_s=0.2, max_duration_s=2.0,
                          coarse_points=3, fine_points=5)
-BUDGET_S = 1.0
+BUDGET_S = 0.05  # below one point's cost: every request computes one point, whatever the machine speed
 
 
 class Counted:
