@@ -13,7 +13,9 @@ from typing import Sequence
 from meshsim.distributions import Distribution, Gamma, LogNormal, Mixture, Shifted, Weibull
 from meshsim.errors import MeshsimError
 
-KS_MAX = 0.1  # largest KS distance (data vs fitted CDF) accepted
+KS_MAX = 0.1  # largest KS distance (data vs fitted CDF) accepted outright
+KS_HARD = 0.3  # up to this, the best non-degenerate candidate is kept with a warning when none meets KS_MAX:
+# short lab runs on a shared machine are noisier than any family; beyond it the family does not describe the data
 SHAPE_MIN = 0.05  # gamma / Weibull shape below this: all mass at zero plus a tail reaching far past the data
 SIGMA_MAX = 4.0  # lognormal sigma above this: the same degeneracy on a log scale
 SCALE_FACTOR = 10.0  # scale (or lognormal median) more than this many times the data's largest value
@@ -59,6 +61,9 @@ def choose(names: Sequence[str], dists: Sequence[Distribution], ks: Sequence[flo
         if not why:
             return i, rejected
         rejected.append(f"{name}: {why}")
+    for i, (name, dist, k) in enumerate(zip(names, dists, ks)):
+        if k <= KS_HARD and not _degenerate(dist, data_max_s):
+            return i, rejected + [f"kept {name} despite KS {k:.3g} > {KS_MAX}: no candidate fits better (a poor fit)"]
     raise MeshsimError(f"fit of {component} from runs {', '.join(runs)} failed: no acceptable candidate "
                        f"({'; '.join(rejected)}); check these runs (noise larger than the component?) or leave "
                        "them out")
