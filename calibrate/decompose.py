@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from meshsim.calibrate.acceptance import problem
+from meshsim.calibrate.acceptance import choose
 from meshsim.calibrate.convolution import Grid, GridPmf, from_cdf, power
 from meshsim.calibrate.families import Family, candidates
 from meshsim.calibrate.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
@@ -99,20 +99,11 @@ def fit_component(
         return tuple(goodness_of_fit(t.obs, t.known.plus(power(comp, t.k)).cdf, fit.family.k) for t in terms)
 
     # judge candidates in AIC order; the worst term's KS counts (every run must be reproduced)
-    rejected: list[str] = []
-    chosen: tuple[FitResult, tuple[GoodnessOfFit, ...]] | None = None
-    for fit in fits:
-        gofs = term_gofs(fit)
-        why = problem(fit.distribution, max(g.ks for g in gofs), max(t.obs.max for t in terms))
-        if not why:
-            chosen = (fit, gofs)
-            break
-        rejected.append(f"{fit.family.name}: {why}")
-    if chosen is None:
-        raise MeshsimError(f"fit of {name} from runs {', '.join(t.obs.label for t in terms)} failed: no acceptable "
-                           f"candidate ({'; '.join(rejected)}); check these runs (noise larger than the component?) "
-                           "or leave them out")
-    picked, gofs = chosen
+    all_gofs = [term_gofs(fit) for fit in fits]
+    index, rejected = choose([f.family.name for f in fits], [f.distribution for f in fits],
+                             [max(g.ks for g in gofs) for gofs in all_gofs], max(t.obs.max for t in terms),
+                             name, [t.obs.label for t in terms])
+    picked, gofs = fits[index], all_gofs[index]
     if progress and rejected:
         progress(f"  {name}: rejected {'; '.join(rejected)}")
     best = FitResult(picked.family, picked.theta, picked.distribution, picked.loglik, picked.n, gofs[0])

@@ -111,6 +111,8 @@ class Topology:
     description: str = ""
     origin: str = ""
     content_hash: str = ""
+    # cores of the nodes whose CPU is shared: every app, sidecar and proxy placed there competes for them
+    node_cores: Mapping[str, float] = field(default_factory=dict)
 
     def node_of(self, service: str) -> str:
         node = self.services[service].node
@@ -223,8 +225,8 @@ def _check_graph(services: Mapping[str, Service], entry: str, where: str) -> Non
 
 def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
     top = Section(data, f"{where}:")
-    top.reject_unknown(("schema", "name", "description", "entry", "client", "network", "services", "source",
-                        "sources", "note"))
+    top.reject_unknown(("schema", "name", "description", "entry", "client", "network", "services", "nodes",
+                        "source", "sources", "note"))
     if top.get("schema", SCHEMA) != SCHEMA:
         raise ModelError(f"{top.key('schema')}: expected {SCHEMA!r}, got {top.get('schema')!r}")
     services_sec = top.section("services")
@@ -241,7 +243,15 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
         client = Client(_dist(client_sec, "overhead", required=False), client_sec.string("node", "client"),
                         client_sec.integer("request_bytes", 100, minimum=0))
     network = _network(top.section("network"))  # type: ignore[arg-type]
-    return Topology(top.string("name"), entry, services, network, client, top.get("description", ""), where, digest)
+    node_cores: dict[str, float] = {}
+    nodes = top.section("nodes", required=False)
+    if nodes is not None:
+        for node in nodes.data:
+            n = Section(nodes.data[node], nodes.key(str(node)))
+            n.reject_unknown(("cores", "source", "note"))
+            node_cores[str(node)] = n.number("cores", strictly_positive=True)
+    return Topology(top.string("name"), entry, services, network, client, top.get("description", ""), where, digest,
+                    node_cores)
 
 
 def load_topology_text(text: str, where: str = "<uploaded topology>") -> Topology:

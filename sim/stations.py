@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from meshsim.wakeup import WakeUp
 
 CFS_PERIOD = 0.1  # Linux CFS bandwidth period (cpu.cfs_period_us default 100 ms)
+NODE_PERIOD = 1e-3  # a node's cores shared at scheduler granularity (~1 ms timeslices)
 
 
 class CpuQuota:
@@ -61,6 +62,7 @@ class Station:
     pinned: bool = False
     wakeup: WakeUp | None = None
     quota: CpuQuota | None = None
+    node: CpuQuota | None = None  # the cores of the node this station shares with its neighbours
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     jobs: int = 0
@@ -94,17 +96,21 @@ class Station:
         start = now if free <= now else free
         if self.wakeup is not None and free < now:
             start += self.wakeup.cost(now - free)
-        if self.quota is None:
+        if self.quota is None and self.node is None:
             finish = start + work
             released = finish + post
         else:
-            finish = self.quota.run(start, work)
-            released = self.quota.run(finish, post) if post > 0 else finish
+            finish = self._run(start, work)
+            released = self._run(finish, post) if post > 0 else finish
         self.free_at[server] = released
         if self.recording:
             self.busy[server] += work + post
             self.jobs += 1
         return finish
+
+    def _run(self, start: float, work: float) -> float:
+        """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""
+        return max(q.run(start, work) for q in (self.quota, self.node) if q is not None)
 
     def add_background(self, now: float, work: float, server: int | None = None) -> None:
         """Work not on any request's path (span export to a collector)."""

@@ -19,7 +19,7 @@ from meshsim.topology import Call, Choose, Compute, Parallel
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.stations import Station
+from meshsim.sim.stations import NODE_PERIOD, CpuQuota, Station
 from meshsim.sim.streams import Sampler, Streams
 
 Process = Generator[simpy.Event, object, None]
@@ -71,7 +71,8 @@ class System:
         for name, svc in topo.services.items():
             replicas = []
             for r in range(svc.replicas):
-                node = topo.node_of(name) if svc.replicas == 1 else f"{topo.node_of(name)}-{r}"
+                # replicas without a declared node each get a node of their own
+                node = topo.node_of(name) if svc.replicas == 1 or svc.node else f"{topo.node_of(name)}-{r}"
                 app = build_app(svc, r, node, streams)
                 if proxy is not None and proxy.placement == "sidecar":
                     app.sidecar = proxy_for(f"{name}/sidecar", f"{name}/sidecar#{r}", node)
@@ -107,6 +108,14 @@ class System:
                        streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
                       for hop in topo.network.edge]
         self.tls_sessions: set[tuple[int, str, str]] = set()
+        self.node_cpu = {node: CpuQuota(cores, NODE_PERIOD) for node, cores in topo.node_cores.items()}
+        for reps in self.apps.values():
+            for app in reps:
+                app.station.node = self.node_cpu.get(app.node)
+        for _, station, p in self.stations():
+            if p is not None:
+                station.node = self.node_cpu.get(p.node)
+        self.client_cpu = self.node_cpu.get(topo.client.node)
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
@@ -149,6 +158,8 @@ class System:
         """One request from the load generator; returns when the full response is back at the client."""
         self.in_system += 1
         pending = self.client_overhead() if self.client_overhead is not None else 0.0
+        if self.client_cpu is not None and pending > 0:  # the load generator's own CPU on a shared node
+            pending = self.client_cpu.run(self.env.now, pending) - self.env.now
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
             rtts = 1 + (2 if self.workload.tls else 0)

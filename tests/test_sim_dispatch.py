@@ -112,3 +112,23 @@ def test_cpu_fraction_splits_a_pass_into_worker_time_and_delay():
     b = run_replication(server_side(half), load, Horizon(2.0), 3, 0)
     assert np.allclose(a.latencies, b.latencies)  # one request at a time: nothing waits for the worker
     assert b.usage["q/sidecar"].cpu_seconds == pytest.approx(0.5 * a.usage["q/sidecar"].cpu_seconds)
+
+
+def test_services_sharing_a_node_compete_for_its_cores():
+    """Two services of 0.6 core each: fine on their own nodes, saturated together on one 1-core node, and back to
+    the separate-node latency when that node has 2 cores."""
+    from simkit import plain, tandem_topology
+
+    base = tandem_topology([Exponential(0.6e-3), Exponential(0.6e-3)])
+    services = {n: replace(s, node="host") for n, s in base.services.items()}
+    shared = replace(base, services=services, node_cores={"host": 1.0})
+    roomy = replace(shared, node_cores={"host": 2.0})
+    load = Workload(OpenLoad(1000.0))
+
+    def run(topology):
+        r = run_replication(plain(topology), load, Horizon(10.0, 1.0), 5, 0)
+        return float(np.mean(r.latencies))
+
+    apart = run(base)
+    assert run(shared) > 20 * apart  # 1.2 cores of demand on 1 core: the backlog grows through the run
+    assert run(roomy) == pytest.approx(apart, rel=0.25)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from dataclasses import replace as dc_replace
 from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.dataset import Run
@@ -140,6 +141,13 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
     return load_topology(name), None, [f"topology {name}: app times from models/topologies, not measured"]
 
 
+def on_one_host(topology: Topology, cores: float) -> Topology:
+    """The lab: the client, every app and every proxy on one machine sharing its cores."""
+    services = {name: dc_replace(svc, node="host") for name, svc in topology.services.items()}
+    return dc_replace(topology, services=services, client=dc_replace(topology.client, node="host"),
+                      node_cores={"host": cores})
+
+
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
            topology: Topology | None, sim_duration_s: float, replications: int, seed: int,
            processes: int | None) -> tuple[Replay, str | None]:
@@ -148,6 +156,10 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     if not run.qps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
     topo, base_id, notes = topology_for(model, run, runs, topology)
+    cores = run.manifest.where.get("cpus") if run.manifest.source == "lab" else None
+    if isinstance(cores, (int, float)) and cores > 0:
+        topo = on_one_host(topo, float(cores))
+        notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
     duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
     if duration > sim_duration_s:
