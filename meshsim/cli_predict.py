@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-from meshsim.errors import MeshsimError
 from meshsim.render import prediction_table
 from meshsim.workload import RateProfile
 
@@ -75,8 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from meshsim.sim.predict import predict
 
-    if args.proxy_workers is not None and args.proxy_workers < 1:
-        raise MeshsimError(f"--proxy-workers: must be >= 1, got {args.proxy_workers}")
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     result = predict(
         args.topology, args.mesh_model or args.mesh, rps=args.rps, features=args.features, lb=args.lb,
