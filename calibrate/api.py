@@ -104,10 +104,17 @@ def _reference_payload(runs: Sequence[Run]) -> tuple[int, list[Run]]:
 
 
 def _choose_group(runs: Sequence[Run]) -> tuple[float | None, list[Run], list[Run]]:
-    """Reference rate group (most runs; ties: highest rate) and the runs at other rates."""
-    counts = Counter(r.qps for r in runs)
+    """Reference rate group (most runs; ties: highest rate) and the other runs.
+
+    The decomposition assumes requests do not queue inside the proxies, which one connection guarantees: when
+    there are one-connection runs, only they form the reference group (runs with more connections still count
+    for the load dependence, where they show how passes share a worker's wake-up).
+    """
+    pool = [r for r in runs if r.manifest.load.connections == 1] or list(runs)
+    counts = Counter(r.qps for r in pool)
     ref = max(counts, key=lambda q: (counts[q], q or 0.0))
-    return ref, [r for r in runs if r.qps == ref], [r for r in runs if r.qps != ref]
+    group = [r for r in pool if r.qps == ref]
+    return ref, group, [r for r in runs if r not in group]
 
 
 def _features(d: Decomposition, defaults: Iterable[str], descriptions: Mapping[str, str]) -> dict[str, Any]:
@@ -179,18 +186,65 @@ def fit_runs(
         usable = [r for r in usable if r not in other_payload]
     ref_qps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
-        say(f"reference rate {ref_qps} qps; {len(other_runs)} runs at other rates used for load dependence")
+        say(f"reference rate {ref_qps} qps, one connection; {len(other_runs)} other runs (other rates or more "
+            "connections) used for load dependence")
     workers = Counter(r.manifest.setup.proxy_workers for r in usable if r.manifest.setup.proxy_workers)
     n_workers = workers.most_common(1)[0][0] if workers else 2
-    extra = load_dependence.analyse(usable, ref_runs, other_runs, n_workers, say)
-    decomp = decompose(ref_runs, families or candidates(), say, pass_offset_s=extra.included_per_pass_s)
+    extra = load_dependence.baseline_dependence(usable)
+    fams = families or candidates()
+    decomp = decompose(ref_runs, fams, say)
+    replay = load_dependence.wake_runs(usable)
+    if other_runs and replay:
+        import tempfile
+
+        from meshsim.calibrate.wake_gaps import simulate_gaps
+
+        first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_qps, other_runs, [], [],
+                          default_features, feature_descriptions, version, description)
+        say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
+        with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
+            gaps = simulate_gaps(first, replay, Path(work), progress=say)
+        load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, extra)
+        if extra.cold is not None:
+            say("fitting the passes again with the reference rate's wake-ups as known parts")
+            decomp = decompose(ref_runs, fams, say, cold=extra.cold)
     summary.decomposition = decomp
-    summary.notes.extend(decomp.notes)
+    model = _assemble(mesh, decomp, extra, usable, n_workers, ref_qps, other_runs, summary.notes, summary.flagged,
+                      default_features, feature_descriptions, version, description)
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
     for name, comp in comps.items():
         summary.rows.append(_row(name, comp.best.distribution, comp.best, decomp.runs_of[name]))
+    summary.model = model
+    if out is not None:
+        summary.out = write_model(model, out)
+    if (refine or check) and summary.out is not None:
+        import tempfile
+
+        from meshsim.calibrate import simcheck
+
+        with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
+            if refine:
+                changes = simcheck.refine(summary.out, ref_runs, summary.out, Path(work), progress=say)
+                summary.notes.append("refined by simulation: pass shift changes (ms) " +
+                                     ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
+            if check:
+                summary.checks = simcheck.simulate_runs(summary.out, ref_runs, Path(work), progress=say)
+    if report_dir is not None:
+        from meshsim.calibrate.report import write_report
+
+        summary.report_files = write_report(decomp, Path(report_dir), say)
+    return summary
+
+
+def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
+              ref_qps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
+              default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
+              description: str | None) -> dict[str, Any]:
+    """The mesh model (schema meshsim/mesh/v1) from a decomposition and what runs at other rates added."""
+    notes.extend(decomp.notes)
+    comps = decomp.components
 
     limits = {r.manifest.setup.proxy_cpu_limit for r in usable}
     cpu_limit = limits.pop() if len(limits) == 1 else None
@@ -223,23 +277,23 @@ def fit_runs(
         lb.pop("header_bytes", None)
         lb.pop("per_kb_ms", None)
     features = _features(decomp, default_features, feature_descriptions or {})
-    extra.cpu = load_dependence.cpu(usable, decomp, extra.notes)
-    summary.notes.extend(extra.notes)
+    cpu = load_dependence.cpu(usable, decomp, extra.notes)
+    notes.extend(extra.notes)
     if any(n in comps for n in ("proxy.inbound_pass", "proxy.outbound_pass", "load_balancer.pass")):
-        summary.notes.append("a proxy's request and response passes are fitted as i.i.d. (end-to-end latencies "
+        notes.append("a proxy's request and response passes are fitted as i.i.d. (end-to-end latencies "
                              "cannot tell them apart)")
     if not other_runs:
-        summary.notes.append(f"all runs at {ref_qps} qps: no load dependence can be fitted; the passes hold "
+        notes.append(f"all runs at {ref_qps} qps: no load dependence can be fitted; the passes hold "
                              "whatever wake-up cost that rate implies")
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
-    fractions = load_dependence.cpu_fractions(extra.cpu, decomp, summary.notes)
+    fractions = load_dependence.cpu_fractions(cpu, decomp, notes, extra.cpu_without_wake)
     for section, block in (("proxy", proxy), ("load_balancer", lb)):
         if block is not None and section in fractions:
             block["cpu_fraction"], why = fractions[section]
             block["source"] = f"{block['source']}; {why}"
         elif block is not None:
-            summary.notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
+            notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
                                  "(the default 1 treats every pass as CPU work)")
     gof = {"baseline": {**decomp.baseline.summary(), "runs": list(decomp.baseline_runs)}}
     gof.update({name: _fit_meta(c, decomp.runs_of[name]) for name, c in comps.items()})
@@ -251,10 +305,10 @@ def fit_runs(
         "goodness_of_fit": gof,
         "baseline": spec_with_meta(decomp.baseline.distribution, source="network + app of the baseline runs "
                                    f"{', '.join(decomp.baseline_runs)} (for a matching topology)"),
-        "flagged_runs": summary.flagged,
-        "cpu": extra.cpu,
+        "flagged_runs": flagged,
+        "cpu": cpu,
         **({"baseline_wakeup": extra.baseline_wakeup} if extra.baseline_wakeup else {}),
-        "notes": "; ".join(summary.notes) or "none",
+        "notes": "; ".join(notes) or "none",
     }
     versions = sorted({r.manifest.setup.mesh_version for r in usable if r.manifest.setup.mesh_version})
     model = build_model(
@@ -263,23 +317,4 @@ def fit_runs(
         description=description or f"{mesh} fitted by meshsim fit from {len(usable)} runs at {ref_qps} qps.",
         sources=sources, proxy=proxy, features=features, load_balancer=lb, calibration=calibration,
     )
-    summary.model = model
-    if out is not None:
-        summary.out = write_model(model, out)
-    if (refine or check) and summary.out is not None:
-        import tempfile
-
-        from meshsim.calibrate import simcheck
-
-        with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
-            if refine:
-                changes = simcheck.refine(summary.out, ref_runs, summary.out, Path(work), progress=say)
-                summary.notes.append("refined by simulation: pass shift changes (ms) " +
-                                     ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
-            if check:
-                summary.checks = simcheck.simulate_runs(summary.out, ref_runs, Path(work), progress=say)
-    if report_dir is not None:
-        from meshsim.calibrate.report import write_report
-
-        summary.report_files = write_report(decomp, Path(report_dir), say)
-    return summary
+    return model

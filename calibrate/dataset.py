@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from meshsim.calibrate.fortio_result import FortioResult, read_result
 from meshsim.calibrate.quality import Quality, assess, worst
@@ -42,6 +42,20 @@ class Run:
         return self.manifest.load.qps if self.manifest.load.qps is not None else self.result.requested_qps
 
 
+def access_log_path(folder: Path, files: Mapping[str, str]) -> Path | None:
+    """The run's access log: the one the manifest names (or ``access.jsonl``), gzipped as ``NAME.gz`` in shipped
+    sets; None when the run has none. A named log that is missing is an error."""
+    name = files.get("access_log")
+    path = folder / name if name else None
+    if path is None and any((folder / n).is_file() for n in ("access.jsonl", "access.jsonl.gz")):
+        path = folder / "access.jsonl"
+    if path is not None and not path.is_file() and path.with_name(path.name + ".gz").is_file():
+        path = path.with_name(path.name + ".gz")
+    if path is not None and not path.is_file():
+        raise ModelError(f"{folder / 'manifest.yaml'}: files.access_log: {path.name} does not exist")
+    return path
+
+
 def load_run(folder: str | Path) -> Run:
     """Load and check one run folder; raises MeshsimError naming the offending file."""
     folder = Path(folder)
@@ -50,13 +64,7 @@ def load_run(folder: str | Path) -> Run:
     manifest = read_manifest(folder)
     files = dict(manifest.files)
     result_path = folder / files.get("result", "fortio.json")
-    log_name = files.get("access_log")
-    log_path = folder / log_name if log_name else None
-    if log_path is None and (folder / "access.jsonl").is_file():
-        log_path = folder / "access.jsonl"
-    if log_path is not None and not log_path.is_file():
-        raise ModelError(f"{folder / 'manifest.yaml'}: files.access_log: {log_path.name} does not exist")
-    result = read_result(result_path, log_path)
+    result = read_result(result_path, access_log_path(folder, files))
     return Run(folder, manifest, result, assess(result))
 
 

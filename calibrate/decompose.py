@@ -22,7 +22,6 @@ from meshsim.calibrate.families import Family, candidates
 from meshsim.calibrate.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.mle import FitResult, _safe, maximise
 from meshsim.calibrate.observations import Observation
-from meshsim.errors import MeshsimError
 
 
 @dataclass(frozen=True)

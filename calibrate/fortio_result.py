@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
 import json
 import math
 from dataclasses import dataclass, field
@@ -192,8 +193,12 @@ def read_access_log(path: str | Path) -> np.ndarray:
     where = str(path)
     values = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        if str(path).endswith(".gz"):  # shipped run folders keep their raw samples compressed
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        else:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise _fail(where, f"cannot read access log ({exc})") from None
     for i, line in enumerate(lines, 1):
         if not line.strip():

@@ -7,16 +7,19 @@ baseline at the same rate) / passes: no percentile subtraction is involved.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from meshsim.calibrate.cold_wake import WakePoint, WakeSeries, fit_cold_wake
 from meshsim.calibrate.cpu_cost import fit_cpu
 from meshsim.calibrate.dataset import Run
 from meshsim.calibrate.observations import from_result
-from meshsim.calibrate.plan import Decomposition
+from meshsim.calibrate.plan import ColdWakes, Decomposition
+from meshsim.calibrate.wake_gaps import RunGaps
 from meshsim.calibrate.wakeup import ABS_NOISE_S, RUN_TO_RUN, TAU_GAP_FACTOR, arrival_gap, fit_wakeup, idle_gap
 
 PASSES = {"server-sidecar": 2, "both-sidecars": 4}
@@ -29,9 +32,9 @@ MAX_PASS_FACTOR = 3.0  # a wake-up may cost at most this many times the largest 
 @dataclass
 class Extra:
     wakeup: dict[str, Any] | None = None
-    included_per_pass_s: float = 0.0  # wake-up cost already inside the passes fitted at the reference rate
+    cold: ColdWakes | None = None  # cold wakes inside the reference runs' passes (known parts of the decomposition)
+    cpu_without_wake: dict[str, tuple[float, str]] = field(default_factory=dict)  # sidecar -> (CPU/request, why)
     baseline_wakeup: dict[str, Any] | None = None  # the baseline's own rate dependence (network + app)
-    cpu: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -65,24 +68,64 @@ def _baseline_points(runs: Sequence[Run]) -> dict[float, tuple[float, float, flo
     return out
 
 
-def _per_rate_increments(runs: Sequence[Run], workers: int) -> tuple[str, list[Point]]:
-    """(path used, points of mean added per pass) from plain runs at each rate."""
+CPU_TICK_S = 0.01  # /proc/<pid>/stat counts CPU in clock ticks (USER_HZ = 100)
+
+
+def _plain(runs: Sequence[Run], path: str) -> dict[float, list[Run]]:
+    by_rate: dict[float, list[Run]] = defaultdict(list)
+    for r in runs:
+        if r.manifest.setup.path == path and not r.features and r.qps:
+            by_rate[float(r.qps)].append(r)
+    return by_rate
+
+
+def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeSeries]:
+    """Series of latency and CPU per request of one proxy from plain sidecar runs, every path and rate; each point
+    carries the idle gaps its proxies' passes found (``gaps``, from replaying the run in the simulator).
+    Each series keeps its own level (base); resume CPU, cold wake delay, CPU and tau are shared by all.
+    """
     base = _baseline_points(runs)
+    series: list[WakeSeries] = []
     for path in ("server-sidecar", "both-sidecars"):
-        points = []
-        for r in runs:
-            if r.manifest.setup.path != path or r.features or r.qps not in base or not r.qps:
+        per_proxy = PASSES[path] // 2
+        latency: list[WakePoint] = []
+        cpu: dict[str, list[WakePoint]] = defaultdict(list)
+        for qps, rs in sorted(_plain(runs, path).items()):
+            if qps not in base:
                 continue
-            obs = from_result(r.result)
-            base_mean, base_se, _ = base[r.qps]
-            inc = max((obs.mean - base_mean) / PASSES[path], 0.0)
-            se = float(np.hypot(obs.mean_se, base_se)) / PASSES[path]
-            c = r.manifest.load.connections
-            points.append(Point(float(r.qps), idle_gap(r.qps, c, workers, obs.mean), arrival_gap(r.qps, c, workers),
-                                inc, se))
-        if len({p.qps for p in points}) >= 2:
-            return path, sorted(points, key=lambda p: p.qps)
-    return "", []
+            base_mean, base_se, _ = base[qps]
+            for r in rs:
+                seen = gaps.get(r.id)
+                proxies = [k for k in ("server/sidecar", "client/sidecar")[:per_proxy] if seen and k in seen.gaps]
+                if seen is None or len(proxies) < per_proxy:
+                    continue
+                obs = from_result(r.result)
+                value = max((obs.mean - base_mean) / per_proxy, 0.0)
+                se = float(np.hypot(obs.mean_se, base_se)) / per_proxy
+                all_gaps = np.concatenate([seen.gaps[k] for k in proxies])
+                latency.append(WakePoint(float(qps), all_gaps, seen.requests * per_proxy, value, se))
+                duration = r.manifest.load.duration_s or r.result.duration_s
+                done = (r.result.actual_qps or qps) * (duration or 0.0)
+                if not done or not np.isfinite(done):
+                    continue
+                for key, seconds in r.manifest.cpu_seconds.items():
+                    if key in seen.gaps:
+                        per_request = seconds / done
+                        tick = CPU_TICK_S / math.sqrt(6) / done  # two tick-quantised readings
+                        sigma = float(np.hypot(tick, RUN_TO_RUN * per_request))
+                        cpu[key].append(WakePoint(float(qps), seen.gaps[key], seen.requests, per_request, sigma))
+        if len({p.qps for p in latency}) < 2:
+            continue
+        level = RUN_TO_RUN * float(np.mean([p.value_s for p in latency]))
+        latency = [replace(p, sigma_s=float(np.sqrt(p.sigma_s**2 + level**2 + ABS_NOISE_S**2))) for p in latency]
+        series.append(WakeSeries(f"latency per proxy, {path}", "latency", tuple(latency)))
+        series += [WakeSeries(f"{k} CPU, {path}", "cpu", tuple(v)) for k, v in sorted(cpu.items())
+                   if len({p.qps for p in v}) >= 2]
+    return series
+
+
+def _describe(s: WakeSeries) -> str:
+    return f"{s.name} (" + ", ".join(f"{p.qps:g} qps: {p.value_s * 1e3:.3f} ms" for p in s.points) + ")"
 
 
 def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
@@ -109,68 +152,69 @@ def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
         extra.notes.append(f"baseline load dependence ({rates}): {fit.verdict()}: no baseline_wakeup written")
 
 
-ROOM_QUANTILES = (0.05, 0.1, 0.25, 0.5)
-
-
-def _room_per_pass(ref_runs: Sequence[Run]) -> float:
-    """Largest constant each pass can hold at the reference rate: passes are non-negative and independent of the
-    baseline, so every quantile of a mode is at least the baseline's plus the constants of its passes."""
-    base = [from_result(r.result) for r in ref_runs if r.manifest.setup.path == "baseline" and not r.features]
-    if not base:
-        return float("inf")
-    b = max(base, key=lambda o: o.n)
-    room = float("inf")
-    for r in ref_runs:
-        if r.manifest.setup.path in PASSES and not r.features:
-            obs = from_result(r.result)
-            diff = min(obs.quantile(q) - b.quantile(q) for q in ROOM_QUANTILES)
-            room = min(room, max(diff, 0.0) / PASSES[r.manifest.setup.path])
-    return room
-
-
-def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], workers: int,
-            say: Callable[[str], None]) -> Extra:
-    """Wake-up block from runs at several rates (before the decomposition, which must know the offset)."""
+def baseline_dependence(usable: Sequence[Run]) -> Extra:
+    """The baseline's own rate dependence (recorded, not simulated): the first part of the load-dependence study."""
     extra = Extra()
     _baseline_wakeup(usable, extra)
-    path, points = _per_rate_increments(usable, workers)
-    if points:
-        rates = ", ".join(f"{p.qps:g} qps: {p.value_s * 1e3:.3f} ms" for p in points)
-        # The simulator charges max * (1 - exp(-g / tau)) to every pass after its worker idled for g: the
-        # request pass after the gap between requests, the response pass after the app's time. So the fit is
-        # on the per-request increment of one proxy (two passes) against the request gap; the response-pass
-        # share is a constant at every rate.
-        fit = fit_wakeup([p.gap_s for p in points], [2 * p.value_s for p in points], sigma_s=_sigma(points, 2.0),
-                         tau_max_s=TAU_GAP_FACTOR * max(p.arrival_s for p in points),
-                         max_max_s=MAX_PASS_FACTOR * max(p.value_s for p in points))
-        if fit.accepted:
-            ref_gap = min(points, key=lambda p: abs(p.qps - (ref_runs[0].qps or 0))).gap_s
-            # the response pass's worker idled while the app answered: about the baseline's mean time
-            bases = [from_result(r.result).mean for r in ref_runs if r.manifest.setup.path == "baseline"]
-            resp_gap = float(np.mean(bases)) if bases else 0.0
-            included = 0.5 * (fit.predict(ref_gap) + fit.predict(resp_gap) - 2 * fit.base_s)
-            room = _room_per_pass(ref_runs)
-            if included > room + ABS_NOISE_S:
-                extra.notes.append(
-                    f"load dependence of the proxy passes ({rates}): wake-up {fit.verdict()}, but its fixed cost at "
-                    f"the reference rate ({included * 1e3:.4f} ms per pass) exceeds what the reference runs' faster "
-                    f"requests leave room for ({room * 1e3:.4f} ms per pass, from quantile differences with the "
-                    "baseline): the cost is not a fixed function of the idle gap; no wakeup block written")
-                say(extra.notes[-1])
-                return extra
-            extra.wakeup = fit.block(f"fitted by meshsim fit: mean added time per request through one proxy "
-                                     f"from {path} runs at {rates}")
-            extra.included_per_pass_s = included
-            extra.notes.append(
-                f"load dependence: per-pass cost varies with rate ({rates}); wakeup {fit.verdict()}; "
-                f"{extra.included_per_pass_s * 1e3:.4f} ms of wake-up per pass at the reference rate removed from "
-                "the fitted passes (the simulator adds it back)")
-        else:
-            extra.notes.append(f"load dependence of the proxy passes ({rates}): wake-up {fit.verdict()}: "
-                               "no wakeup block written; the passes hold the reference rate's cost")
+    return extra
+
+
+def wake_runs(usable: Sequence[Run]) -> list[Run]:
+    """The plain sidecar runs whose idle gaps the cold wake fit needs (replayed by ``wake_gaps``)."""
+    return [r for r in usable if r.manifest.setup.path in PASSES and not r.features and r.qps]
+
+
+def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], gaps: Mapping[str, RunGaps],
+            say: Callable[[str], None], extra: Extra | None = None) -> Extra:
+    """Wake-ups from runs at several rates; ``gaps``: each run's simulated idle gaps (``wake_gaps``)."""
+    extra = extra or Extra()
+    series = _wake_series(usable, gaps)
+    if not series:
+        if other:
+            extra.notes.append("runs at other rates lack a baseline at the same rate: no load-dependence fit")
+        return extra
+    arrivals = [arrival_gap(p.qps, 1, 1) for s in series for p in s.points]
+    fit = fit_cold_wake(series, tau_max_s=TAU_GAP_FACTOR * max(arrivals))
+    seen = "; ".join(_describe(s) for s in series)
+    if not fit.accepted:
+        extra.notes.append(f"load dependence of the proxy ({seen}): {fit.verdict()}: no wakeup block written; "
+                           "the passes hold the reference rate's cost")
         say(extra.notes[-1])
-    elif other:
-        extra.notes.append("runs at other rates lack a baseline at the same rate: no load-dependence fit")
+        return extra
+    extra.wakeup = fit.block(f"fitted by meshsim fit from plain sidecar runs, per request: {seen}; idle gaps of "
+                             "every pass from replaying each run in the simulator; cold wake probability "
+                             "1 - exp(-g/tau)")
+    ref_ids = {r.id for r in ref_runs}
+    sides = {}
+    for side, key, path in (("inbound", "server/sidecar", "server-sidecar"),
+                            ("outbound", "client/sidecar", "both-sidecars")):
+        ref = [gaps[r.id] for r in ref_runs if r.id in gaps and r.manifest.setup.path == path
+               and not r.features and key in gaps[r.id].gaps]
+        if not ref:
+            continue
+        point = WakePoint(0.0, np.concatenate([g.gaps[key] for g in ref]), sum(g.requests for g in ref), 0.0, 1.0)
+        sides[side] = (point.resumes, point.colds(fit.tau_s))
+    if "inbound" not in sides:
+        extra.notes.append(f"load dependence ({seen}): {fit.verdict()}; but no plain sidecar run at the reference "
+                           f"rate among {', '.join(sorted(ref_ids))}: no wakeup block written")
+        extra.wakeup = None
+        say(extra.notes[-1])
+        return extra
+    inbound = sides["inbound"]
+    extra.cold = ColdWakes(fit.delay_s + fit.cpu_s, fit.resume_cpu_s, inbound, sides.get("outbound", inbound))
+    for key, path in (("server/sidecar", "server-sidecar"), ("client/sidecar", "both-sidecars")):
+        mine = [s for s in series if s.kind == "cpu" and s.name.startswith(key)]
+        mine.sort(key=lambda s: not s.name.endswith(path))
+        if mine:
+            s = mine[0]
+            extra.cpu_without_wake[key] = (
+                fit.bases_s[s.name], f"{key} {fit.bases_s[s.name] * 1e3:.4g} ms CPU per request with no wake-up "
+                f"(wake-up fit; {_describe(s)})")
+    at_ref = "; ".join(f"{side}: {r:.2f} resumes and {p:.3f} cold wakes per request" for side, (r, p) in sides.items())
+    extra.notes.append(
+        f"load dependence ({seen}): {fit.verdict()}; at the reference rate {ref_runs[0].qps or 0:g} qps, {at_ref}: "
+        "the decomposition takes these wake-ups as known parts (the simulator adds them itself)")
+    say(extra.notes[-1])
     return extra
 
 
@@ -204,28 +248,38 @@ FRACTION_SOURCES = {
 }
 
 
-def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition,
-                  notes: list[str]) -> dict[str, tuple[float, str]]:
+def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition, notes: list[str],
+                  without_wake: dict[str, tuple[float, str]] | None = None) -> dict[str, tuple[float, str]]:
     """``cpu_fraction`` per model section: measured CPU per pass / fitted mean pass time, capped at 1.
 
     A pass's fitted time includes kernel and scheduling delay that does not hold the worker; the measured CPU
     per request (slope of cores vs rate, plaintext runs) over its two passes is the part that does. Sidecars
     with CPU data are pooled (total CPU over total pass time). No post-response work is fitted, so none is
-    deducted. Sections without CPU data get no entry (the loader's default 1 applies).
+    deducted. Sections without CPU data get no entry (the loader's default 1 applies). ``without_wake``: CPU per
+    request with no cold wake (from the cold wake fit) replaces the linear slope, which averages cold wakes in.
     """
+    without_wake = without_wake or {}
     out: dict[str, tuple[float, str]] = {}
     for section, sources in FRACTION_SOURCES.items():
         cpu_total = pass_total = 0.0
         used = []
         for key, comps, path in sources:
             fitted = next((decomp.components[c] for c in comps if c in decomp.components), None)
+            if fitted is None:
+                continue
+            pass_ms = fitted.best.distribution.mean * 1e3
+            if key in without_wake:
+                cost_s, why = without_wake[key]
+                cpu_total += cost_s * 1e3
+                pass_total += 2 * pass_ms
+                used.append(f"{why} over 2 x {pass_ms:.4g} ms fitted mean pass")
+                continue
             entries = [e for e in cpu_entries if e["component"] == key and not e["features"]]
             entries.sort(key=lambda e: e["path"] != path)  # the path the pass was fitted from first
-            if fitted is None or not entries:
+            if not entries:
                 continue
             e = entries[0]
             cost_ms = float(e["cpu_ms_per_request"])
-            pass_ms = fitted.best.distribution.mean * 1e3
             if not cost_ms > 0:
                 notes.append(f"CPU per request of {key} ({e['path']}) is {cost_ms:.4g} ms (not positive): "
                              f"not used for {section}.cpu_fraction")
@@ -238,7 +292,7 @@ def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition,
         if pass_total > 0 and used:
             frac = min(1.0, cpu_total / pass_total)
             src = (f"cpu_fraction = min(1, measured CPU per pass / fitted mean pass time) = {frac:.4g}: "
-                   + "; ".join(used) + " (linear fit of cores vs rate from the manifests' cpu_seconds)")
+                   + "; ".join(used) + " (CPU from the manifests' cpu_seconds)")
             out[section] = (frac, src)
             notes.append(f"{section}.{src}")
     return out

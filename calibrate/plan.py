@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 from meshsim.calibrate.convolution import Grid, GridPmf, from_observation, power
 from meshsim.calibrate.dataset import Run
 from meshsim.calibrate.decompose import ComponentFit, Term, component_pmf, fit_component
@@ -25,6 +26,31 @@ from meshsim.calibrate.observations import Observation, from_result
 from meshsim.errors import MeshsimError
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ColdWakes:
+    """Wake-ups inside the reference runs' proxy passes, which the fitted passes must not hold (the simulator adds
+    them): per request, each proxy resumes its idle worker ``resumes`` times at ``resume_cpu_s`` each and wakes it
+    cold ``colds`` times on average at ``cost_s`` each; per side (inbound, outbound) a pair (resumes, colds)."""
+
+    cost_s: float
+    resume_cpu_s: float
+    inbound: tuple[float, float]
+    outbound: tuple[float, float]
+
+    def pmf(self, grid: Grid, side: str) -> GridPmf:
+        """One proxy's wake-ups per request: a constant resume cost and 0, 1 or 2 cold wakes over its two passes
+        (each cold with probability colds / 2)."""
+        resumes, colds = self.inbound if side == "inbound" else self.outbound
+        p = min(max(colds / 2, 0.0), 1.0)
+        shift = int(round(self.resume_cpu_s * resumes / grid.dt))
+        k = int(round(self.cost_s / grid.dt))
+        mass = np.zeros(grid.n)
+        for wakes, prob in ((0, (1 - p) ** 2), (1, 2 * p * (1 - p)), (2, p * p)):
+            if shift + wakes * k < grid.n:
+                mass[shift + wakes * k] += prob
+        return GridPmf(grid, mass, terms=0)  # point masses at multiples of dt, not bin centres
 
 
 @dataclass
@@ -57,12 +83,11 @@ def decompose(
     runs: Sequence[Run],
     families: Sequence[Family] | None = None,
     progress: Progress | None = None,
-    pass_offset_s: float = 0.0,
+    cold: ColdWakes | None = None,
 ) -> Decomposition:
-    """``pass_offset_s``: a constant each proxy pass holds in these runs but the fitted pass must not (the
-    wake-up cost at this rate, which the simulator adds itself); it is treated as a known part."""
+    """``cold``: cold wake-ups the proxy passes of these runs hold but the fitted passes must not (the simulator
+    adds them itself); they are known parts of every sidecar run."""
     say = progress or (lambda _m: None)
-    off = pass_offset_s
     baselines = _select(runs, "baseline", frozenset()) or [r for r in runs if r.manifest.setup.path == "baseline"]
     if not baselines:
         raise MeshsimError("no baseline run among the runs given: proxy passes cannot be separated from "
@@ -90,15 +115,22 @@ def decompose(
         out.runs_of[name] = tuple(r.id for r in chosen)
         return component_pmf(comp)
 
+    def woken(pmf: GridPmf, side: str) -> GridPmf:
+        return pmf.plus(cold.pmf(grid, side)) if cold is not None else pmf
+
     server = _select(runs, "server-sidecar", frozenset())
     both = _select(runs, "both-sidecars", frozenset())
-    p_in = p_out = None  # effective passes as measured (fitted pass + offset)
+    p_in = None  # the two passes of each proxy as measured (fitted passes + cold wakes)
+    pair_in = pair_out = None
     if server:
-        p_in = fit("proxy.inbound_pass", server, base.delayed(2 * off), 2).delayed(off)
+        p_in = fit("proxy.inbound_pass", server, woken(base, "inbound"), 2)
+        pair_in = woken(power(p_in, 2), "inbound")
         if both:
-            p_out = fit("proxy.outbound_pass", both, base.plus(power(p_in, 2)).delayed(2 * off), 2).delayed(off)
+            p_out = fit("proxy.outbound_pass", both, woken(base.plus(pair_in), "outbound"), 2)
+            pair_out = woken(power(p_out, 2), "outbound")
     elif both:
-        p_in = p_out = fit("proxy.pass", both, base.delayed(4 * off), 4).delayed(off)
+        p_in = fit("proxy.pass", both, woken(woken(base, "inbound"), "outbound"), 4)
+        pair_in, pair_out = woken(power(p_in, 2), "inbound"), woken(power(p_in, 2), "outbound")
         out.notes.append("no server-sidecar run: inbound and outbound passes share one fitted distribution")
     sidecar_runs = [r for r in runs if r.manifest.setup.path in ("server-sidecar", "both-sidecars")]
     if sidecar_runs and p_in is None:
@@ -106,7 +138,7 @@ def decompose(
                            "to fit the bare proxy passes")
     for feature in sorted({f for r in runs for f in r.features}):
         try:
-            _fit_feature(feature, runs, base, p_in, p_out, fit, out)
+            _fit_feature(feature, runs, base, pair_in, pair_out, fit, out)
         except MeshsimError as exc:  # an optional add-on that the runs cannot resolve is left out, not fatal
             out.notes.append(f"feature {feature}: not fitted, left out of the model ({exc})")
             for name in [n for n in out.components if n.startswith(f"feature.{feature}.")]:
@@ -132,22 +164,23 @@ def decompose(
     return out
 
 
-def _fit_feature(feature: str, runs: Sequence[Run], base: GridPmf, p_in: GridPmf | None, p_out: GridPmf | None,
+def _fit_feature(feature: str, runs: Sequence[Run], base: GridPmf, pair_in: GridPmf | None, pair_out: GridPmf | None,
                  fit: Callable[[str, list[Run], GridPmf, int], GridPmf], out: Decomposition) -> None:
-    """Fit one feature's increment over the bare passes (inbound/outbound, or one shared by all passes)."""
+    """Fit one feature's increment over the bare passes (inbound/outbound, or one shared by all passes);
+    ``pair_in``/``pair_out``: each proxy's two bare passes as measured."""
     single = frozenset([feature])
     f_server = _select(runs, "server-sidecar", single)
     f_both = _select(runs, "both-sidecars", single)
-    if (f_server or f_both) and p_in is None:
+    if (f_server or f_both) and pair_in is None:
         return
     if f_server:
-        assert p_in is not None
-        f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(power(p_in, 2)), 2)
-        if f_both and p_out is not None:
-            known = base.plus(power(p_in, 2)).plus(power(p_out, 2)).plus(power(f_in, 2))
+        assert pair_in is not None
+        f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(pair_in), 2)
+        if f_both and pair_out is not None:
+            known = base.plus(pair_in).plus(pair_out).plus(power(f_in, 2))
             fit(f"feature.{feature}.outbound", f_both, known, 2)
         else:
             out.notes.append(f"feature {feature}: no both-sidecars run; outbound passes use the inbound increment")
-    elif f_both and p_in is not None and p_out is not None:
-        fit(f"feature.{feature}.pass", f_both, base.plus(power(p_in, 2)).plus(power(p_out, 2)), 4)
+    elif f_both and pair_in is not None and pair_out is not None:
+        fit(f"feature.{feature}.pass", f_both, base.plus(pair_in).plus(pair_out), 4)
         out.notes.append(f"feature {feature}: only both-sidecars runs; one increment shared by all four passes")

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from meshsim.calibrate.dataset import access_log_path
 from meshsim.calibrate.fortio_result import read_result as read_fortio
 from meshsim.errors import MeshsimError
 from meshsim.runs import MANIFEST, RunManifest, read_manifest
@@ -96,14 +97,16 @@ def read_fortio_result(
 
 
 def _run(folder: Path, manifest: RunManifest) -> MeasuredRun:
-    log = manifest.files.get("access_log")
     qps, percentiles, cdf = read_fortio_result(folder / manifest.files.get("result", "fortio.json"),
-                                               folder / log if log else None)
+                                               access_log_path(folder, manifest.files))
     setup, load = manifest.setup, manifest.load
+    # A lab run ran every process on one host over loopback: not the shipped topology of the same name (a cluster
+    # with node-to-node hops), so it is only overlaid on a scenario of its own "NAME (lab)" topology.
+    topology = f"{setup.topology} (lab)" if manifest.source == "lab" else setup.topology
     return MeasuredRun(
         run_id=manifest.id, folder=str(folder), mesh="none" if setup.path == "baseline" else setup.mesh,
         mesh_version=str(setup.mesh_version or ""), path=setup.path, features=tuple(sorted(setup.features)),
-        topology=setup.topology, generator=load.generator, connections=load.connections,
+        topology=topology, generator=load.generator, connections=load.connections,
         payload_bytes=setup.payload_bytes, proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
         qps_requested=load.qps, qps_achieved=qps, percentiles_ms=percentiles, cdf_ms=cdf, source=manifest.source,
         provenance=" ".join(manifest.provenance.split()), notes=manifest.notes, status=manifest.status,

@@ -171,6 +171,9 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
                        help="seconds per probe (default %(default)s)")
     group.add_argument("--lab-workers", type=int, default=2, help="Envoy workers per proxy (default 2)")
     group.add_argument("--lab-out", type=Path, default=OUT_DEFAULT, help=f"run folders go here (default {OUT_DEFAULT})")
+    group.add_argument("--lab-no-batching-probe", action="store_true",
+                       help="skip the run with eight connections on one worker that separates what a pass costs a "
+                            "busy worker from the cost of waking an idle one")
 
 
 def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -182,4 +185,5 @@ def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError:
         raise MeshsimError(f"--lab-payloads: expected a comma list of byte counts, got {args.lab_payloads!r}") from None
     return {"out_dir": args.lab_out, "rates": _rates(args.lab_rates, "--lab-rates"), "payloads": payloads,
-            "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress}
+            "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
+            "batching_probe": not args.lab_no_batching_probe}

@@ -1,4 +1,4 @@
-"""Load-dependent service time: the cost a worker pays to wake up after being idle."""
+"""Load-dependent service: what a worker pays when it wakes up cold after being idle."""
 
 from __future__ import annotations
 
@@ -6,33 +6,56 @@ import math
 from dataclasses import dataclass
 
 from meshsim.distributions import MS
+from meshsim.errors import ModelError
 from meshsim.yamlio import Section
 
 
 @dataclass(frozen=True)
 class WakeUp:
-    """A worker idle for ``g`` seconds adds ``max_cost * (1 - exp(-g / tau))`` before serving.
+    """A worker idle for ``g`` seconds wakes *cold* with probability ``1 - exp(-g / tau)``.
 
-    Idle threads sleep in epoll; waking them costs a scheduler wake-up, C-state exit and cold caches. At low rates
-    every request finds the worker asleep and pays the full cost; at high rates the gaps shrink and so does the
-    cost -- which is why a proxy hop measured at 200 qps looks slower than at 1000 qps. The extra time delays the
-    request but is not counted as CPU (the thread is not running while it wakes).
+    A cold wake is an event -- the core dropped into a deep idle state, the vCPU was descheduled, the thread's
+    caches were evicted -- with a constant hazard while the worker sleeps in epoll. When it happens the request
+    waits ``delay`` (exit latency: the thread is not running, so it is not CPU) and the worker then spends ``cpu``
+    seconds of CPU (scheduler switch-in, cold caches) before the pass's own work. Requests that find their worker
+    warm -- busy, or idle only briefly -- pay neither: at low rates most requests are slow, at high rates few, and
+    a worker that never idles (saturation) pays no wake-up CPU, which is why CPU per request falls with load.
+
+    ``resume_cpu`` is paid on every wake from idle, however short the gap: the worker blocked in epoll_wait and
+    must be switched back in. Passes that arrive while the worker is busy share its current wake, so requests
+    arriving together (several connections firing at once, a loaded proxy) cost less CPU each.
     """
 
-    max_cost: float
+    delay: float
     tau: float
+    cpu: float = 0.0
+    resume_cpu: float = 0.0
 
-    def cost(self, idle: float) -> float:
+    def probability(self, idle: float) -> float:
         if idle <= 0.0:
             return 0.0
-        return self.max_cost * (1.0 - math.exp(-idle / self.tau))
+        return -math.expm1(-idle / self.tau)
+
+    def mean_delay(self, idle: float) -> float:
+        return self.delay * self.probability(idle)
+
+    def mean_cpu(self, idle: float) -> float:
+        return self.cpu * self.probability(idle)
 
     def to_spec(self) -> dict[str, float]:
-        return {"max_ms": self.max_cost / MS, "tau_ms": self.tau / MS}
+        return {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
+                "resume_cpu_ms": self.resume_cpu / MS}
 
 
 def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section is None:
         return None
-    section.reject_unknown(("max_ms", "tau_ms", "source", "fit", "note"))
-    return WakeUp(section.number("max_ms") * MS, section.number("tau_ms", strictly_positive=True) * MS)
+    if section.has("max_ms"):
+        raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
+                         "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "source", "fit", "note"))
+    if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
+        raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
+                         "resume_cpu_ms)")
+    return WakeUp(section.number("delay_ms", 0.0) * MS, section.number("tau_ms", strictly_positive=True) * MS,
+                  section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS)

@@ -19,11 +19,12 @@ from meshsim.sim.stations import CpuQuota, Station
 from meshsim.sim.streams import Sampler, Streams
 
 
-def make_station(name: str, servers: int, pinned: bool, proxy: ProxyModel | None = None,
+def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy: ProxyModel | None = None,
                  service: Service | None = None) -> Station:
     wakeup = proxy.wakeup if proxy else (service.wakeup if service else None)
     quota = CpuQuota(proxy.cpu_limit) if proxy is not None and proxy.cpu_limit is not None else None
-    return Station(name, servers, pinned=pinned, wakeup=wakeup, quota=quota)
+    draw = streams.uniforms(f"{name}:wakeup") if wakeup is not None else None
+    return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota)
 
 
 @dataclass
@@ -100,7 +101,7 @@ class ProxyInstance:
 def build_proxy(component: str, instance: str, model: ProxyModel, features: list[Feature], node: str,
                 streams: Streams, pass_kinds: tuple[str, ...], collectors: dict[str, Station]) -> ProxyInstance:
     pinned = model.dispatch == "pinned"
-    station = make_station(instance, model.workers, pinned, proxy=model)
+    station = make_station(instance, model.workers, pinned, streams, proxy=model)
     passes: dict[str, Sampler] = {}
     for kind in pass_kinds:
         parts: list[Distribution | None] = [model.passes[kind]]
@@ -156,7 +157,7 @@ class AppReplica:
 
 def build_app(service: Service, replica: int, node: str, streams: Streams) -> AppReplica:
     instance = f"{service.name}/app#{replica}"
-    station = make_station(instance, service.cores, pinned=False, service=service)
+    station = make_station(instance, service.cores, False, streams, service=service)
     computes = {i: streams.sampler(f"{instance}:compute{i}", step.time)
                 for i, step in enumerate(service.handler) if isinstance(step, Compute)}
     return AppReplica(f"{service.name}/app", instance, service, station, node, computes)

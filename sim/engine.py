@@ -34,6 +34,7 @@ class ComponentUsage:
     connections: int = 0
     instances: int = 0
     jobs: int = 0
+    idle_gaps: np.ndarray | None = None  # with observe_gaps: every job's worker idle gap, all instances
 
 
 @dataclass
@@ -50,10 +51,14 @@ class ReplicationResult:
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
-                    replication: int) -> ReplicationResult:
+                    replication: int, observe_gaps: bool = False) -> ReplicationResult:
+    """``observe_gaps``: also return the idle gap every job found its worker in (calibration of wake-ups)."""
     env = simpy.Environment()
     streams = Streams(seed, replication)
     system = System(env, scenario, workload, streams)
+    if observe_gaps:
+        for _, station, _ in system.stations():
+            station.idle_gaps = []
     starts: list[float] = []
     latencies: list[float] = []
     warmup = horizon.warmup
@@ -113,6 +118,9 @@ def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
         u.capacity_cores += station.capacity
         u.instances += 1
         u.jobs += station.jobs
+        if station.idle_gaps is not None:
+            gaps = np.asarray(station.idle_gaps)
+            u.idle_gaps = gaps if u.idle_gaps is None else np.concatenate([u.idle_gaps, gaps])
         hottest = busy / (window * station.capacity)
         if station.pinned:  # a pinned worker saturates on its own, whatever its siblings do
             hottest = max(hottest, max(station.busy) / window)

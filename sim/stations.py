@@ -10,6 +10,7 @@ FIFO queues, Envoy) and *shared* (one queue feeding W workers: tokio work steali
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from meshsim.wakeup import WakeUp
 
@@ -61,14 +62,19 @@ class Station:
     servers: int
     pinned: bool = False
     wakeup: WakeUp | None = None
+    wake_draw: Callable[[], float] | None = None  # uniform(0, 1) stream deciding cold wake-ups
     quota: CpuQuota | None = None
     node: CpuQuota | None = None  # the cores of the node this station shares with its neighbours
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     jobs: int = 0
+    cold_wakes: int = 0
     recording: bool = False
+    idle_gaps: list[float] | None = None  # when a list: each recorded job's idle gap of its worker (0 = busy)
 
     def __post_init__(self) -> None:
+        if self.wakeup is not None and self.wake_draw is None:
+            raise ValueError(f"station {self.name}: a wakeup needs a wake_draw stream (uniform draws)")
         # Workers start idle at t = 0 (the process just started): the first job pays the wake-up of its idle gap.
         self.free_at = [0.0] * self.servers
         self.busy = [0.0] * self.servers
@@ -94,8 +100,16 @@ class Station:
             server = 0 if self.servers == 1 else self._pick(now)
         free = self.free_at[server]
         start = now if free <= now else free
-        if self.wakeup is not None and free < now:
-            start += self.wakeup.cost(now - free)
+        if self.idle_gaps is not None and self.recording:
+            self.idle_gaps.append(now - free if free < now else 0.0)
+        wake = self.wakeup
+        if wake is not None and free < now:
+            work += wake.resume_cpu  # switched back in from epoll_wait
+            if self._draw() < wake.probability(now - free):
+                start += wake.delay  # exit latency: the thread is not running yet, not CPU
+                work += wake.cpu  # the cold start itself runs on the worker
+                if self.recording:
+                    self.cold_wakes += 1
         if self.quota is None and self.node is None:
             finish = start + work
             released = finish + post
@@ -107,6 +121,10 @@ class Station:
             self.busy[server] += work + post
             self.jobs += 1
         return finish
+
+    def _draw(self) -> float:
+        assert self.wake_draw is not None  # checked in __post_init__
+        return self.wake_draw()
 
     def _run(self, start: float, work: float) -> float:
         """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""

@@ -104,7 +104,7 @@ class System:
         self.client_overhead = (streams.sampler("client:overhead", topo.client.overhead)
                                 if topo.client.overhead is not None else None)
         self.edges = [(hop, streams.sampler(f"edge:{hop.name}:latency", hop.latency),
-                       make_station(f"edge:{hop.name}", hop.workers, pinned=False) if hop.workers else None,
+                       make_station(f"edge:{hop.name}", hop.workers, False, streams) if hop.workers else None,
                        streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
                       for hop in topo.network.edge]
         self.tls_sessions: set[tuple[int, str, str]] = set()

@@ -1,10 +1,10 @@
 """Accuracy benchmark (not collected by pytest): the full lab validation plan, printed as the README's Markdown table.
 
-    python tests/bench_validate_lab.py [OUT_DIR]      # ~2-3 min on 2 cores; keeps runs, model and report.html
+    python tests/bench_validate_lab.py [OUT_DIR]      # ~3 min on 2 cores; keeps runs, model and report.html
 
-Calibrates envoy-lab on one connection at 200/500/1000 qps (baseline, server sidecar, both sidecars), measures the
-held-out runs of ``FULL_PLAN`` (4 and 16 connections, a 1-worker 0.1-core proxy up to 3000 qps, chain5) and
-validates. Numbers depend on the machine and on what else runs on it: state both with the table.
+Calibrates envoy-lab on one connection at 200/500/1000 qps (baseline, server sidecar, both sidecars) plus the
+batching probe, measures the held-out runs of ``FULL_PLAN`` twice each (4 and 16 connections, a 1-worker 0.1-core
+proxy up to 3000 qps, chain5) and validates; prints the errors and the measurement's own repeatability. Numbers depend on the machine and on what else runs on it: state both with the table.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ def markdown(outcome) -> str:  # type: ignore[no-untyped-def]
                      f"{cell(c.latency_ms['p90'])} | {cell(c.latency_ms['p99'])} | {cell(c.achieved_rps, 0)} |")
     for key, row in outcome.validation.summary().items():
         lines.append(f"- {key}: median |error| {row.median_abs:.1%}, worst {row.worst_abs:.1%} over {row.n} held-out runs")
+    for key, row in outcome.validation.repeatability().items():
+        lines.append(f"- {key} repeatability: median |difference| {row.median_abs:.1%}, worst {row.worst_abs:.1%} "
+                     f"over {row.n} pairs of runs of one setup")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import require_component
 
@@ -162,3 +163,22 @@ def test_histogram_percentiles_read_exactly_as_fortio_reports_them() -> None:
         obs = from_result(run.result)
         for p in published:
             assert obs.quantile(p["Percentile"] / 100) == pytest.approx(p["Value"], rel=1e-9), (run.id, p)
+
+
+def test_a_compressed_access_log_is_read_like_the_plain_one(tmp_path: Path) -> None:
+    """Shipped run folders keep raw samples gzipped (access.jsonl.gz) while the manifest still names access.jsonl."""
+    import gzip
+
+    shipped = next(p.parent for p in sorted((measurements_dir() / "istio-1.2.0").rglob("manifest.yaml")))
+    folder = tmp_path / shipped.name
+    shutil.copytree(shipped, folder)
+    lines = "".join(json.dumps({"latency": 1e-4 * (1 + i % 7), "ok": i % 50 != 0}) + "\n" for i in range(700))
+    (folder / "access.jsonl").write_text(lines)
+    plain = load_runs([folder]).runs[0]
+    with gzip.open(folder / "access.jsonl.gz", "wt") as fh:
+        fh.write(lines)
+    (folder / "access.jsonl").unlink()
+    packed = load_runs([folder]).runs[0]
+    assert plain.result.samples is not None and packed.result.samples is not None
+    assert packed.result.samples.size == 700 - 14  # failed requests (ok: false) are not latencies
+    assert np.array_equal(plain.result.samples, packed.result.samples)

@@ -177,3 +177,14 @@ def test_raw_samples_from_an_access_log_beat_the_histogram(tmp_path):
     assert run.percentiles_ms["p999"] == pytest.approx(10.0)
     assert run.cdf_ms[0] == (pytest.approx(1.0), 0.0) and run.cdf_ms[-1] == (pytest.approx(10.0), 1.0)
     assert folder.name == manifest.id
+
+
+def test_shipped_lab_runs_are_not_overlaid_on_cluster_topologies():
+    """The lab validation set ran on one host over loopback: its baseline runs are not measurements of the shipped
+    `single` topology (two nodes), so the `none` curve of a `single` scenario does not pick them up."""
+    measured = load_measurements(default_dirs())
+    lab = [r for r in measured.runs if r.source == "lab"]
+    assert lab and all(r.topology.endswith("(lab)") for r in lab)
+    features = MeshFeatures.from_models({m: load_mesh(m) for m in ("istio", "none")})
+    single = Scenario(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=1)
+    assert all(r.source != "lab" for runs in matching_runs(measured.runs, single, features).values() for r in runs)

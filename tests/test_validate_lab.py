@@ -1,10 +1,14 @@
 """The lab validation loop for real: calibrate the lab (real fortio, real Envoy, loopback only) on one connection at
-two low rates, measure held-out runs the calibration never saw (4 connections at 1000 qps; a 0.1-core, 1-worker
-proxy driven at 3000 qps past its saturation; chain5 with its baseline), validate, and check the errors.
+two low rates plus one batching probe, measure held-out runs the calibration never saw (4 connections at 1000 qps;
+a 0.1-core, 1-worker proxy driven at 3000 qps past its saturation; chain5 with its baseline), each twice, validate,
+and check the errors.
 
-Thresholds are what was measured on this 2-core machine with other jobs running (see the README's "How accurate is
-it"); they are far above the aims (p50 <= 10 %, p99 <= 20 %, saturation <= 10 %). The aims are kept as strict xfail
-tests naming the causes found, so a model fix that meets them turns them into failures to update here.
+Thresholds are what three runs of SMALL_PLAN measured on this 2-core VM (median held-out p50 error 4-18 %, chain5
+p50 within 15 %, saturated throughput 1-53 %: the 0.1-core worker's CPU floor is identified in one of three) with a
+margin for the machine's drift; the same runs measured the lab's own repeatability (a repeat of the same setup:
+p50 moves 4-9 % in the median, up to 18 %). They are above the aims (p50 <=
+10 %, p99 <= 20 %, saturation <= 10 %), which stay as a strict xfail naming the causes found, so a model or lab
+change that meets them turns it into a failure to update here.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from meshsim.calibrate.validation.api import validate_lab_report
 from meshsim.calibrate.validation.lab import SMALL_PLAN
 from meshsim.calibrate.validation.render import summary_line
 
-# Measured over repeated runs of SMALL_PLAN (see module docstring); margins cover the run-to-run spread seen.
-MEDIAN_P50_LIMIT = 0.75
-CHAIN5_P50_LIMIT = 1.25
+# Measured over three runs of SMALL_PLAN (see the module docstring); margins cover the drift seen between runs.
+MEDIAN_P50_LIMIT = 0.30
+CHAIN5_P50_LIMIT = 0.35
+SATURATED_RPS_LIMIT = 0.70
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,10 @@ def lab_validation(tmp_path_factory: pytest.TempPathFactory):
     # the library call behind `meshsim lab validate --plan small --json --html FILE`
     outcome = validate_lab_report(out, "small", html=out / "report.html", as_json=True, replications=3)
     assert outcome.html is not None and outcome.html.is_file()
-    assert json.loads(outcome.text)["summary"]["p50"]["n"] == 3
+    report = json.loads(outcome.text)
+    assert report["summary"]["p50"]["n"] == 3 * SMALL_PLAN.repeats
+    # every held-out setup was measured twice: the measurement's own spread is reported next to the errors
+    assert report["repeatability"]["p50"]["pairs"] >= len(SMALL_PLAN.held_out)
     print(summary_line(outcome.validation))  # shown with pytest -rP: the numbers behind the limits below
     return outcome.lab
 
@@ -45,10 +53,11 @@ def _by(result, role: str):
 
 def test_every_run_is_measured_and_validated(lab_validation) -> None:
     v = lab_validation.validation
-    expected_held = sum(len(h.probes) for h in SMALL_PLAN.held_out)
+    expected_held = sum(len(h.probes) for h in SMALL_PLAN.held_out) * SMALL_PLAN.repeats
     assert len(lab_validation.held_out_runs) == expected_held
+    # every stage at every rate with one connection, plus the batching probe (8 connections on one worker)
     assert len(lab_validation.calibration_runs) == len(SMALL_PLAN.calibration_stages) * len(
-        SMALL_PLAN.calibration_rates)
+        SMALL_PLAN.calibration_rates) + 1
     assert not v.skipped, v.skipped
     assert len(v.comparisons) == expected_held + len(lab_validation.calibration_runs)
     assert all(Path(c.folder).is_dir() for c in v.comparisons)
@@ -57,36 +66,38 @@ def test_every_run_is_measured_and_validated(lab_validation) -> None:
 def test_roles_fit_topology_and_held_out(lab_validation) -> None:
     fit = _by(lab_validation, "fit")
     assert {Path(c.folder) for c in fit} == set(lab_validation.calibration_runs)
-    (topology,) = _by(lab_validation, "topology")
-    assert topology.setup.startswith("chain5 baseline")
+    topology = _by(lab_validation, "topology")  # each repeat's chain5 sidecar run uses its own repeat's baseline
+    assert len(topology) == SMALL_PLAN.repeats and all(t.setup.startswith("chain5 baseline") for t in topology)
     held = _by(lab_validation, "held-out")
-    assert len(held) == 3
+    assert len(held) == 3 * SMALL_PLAN.repeats
     summary = lab_validation.validation.summary()
-    assert summary["p50"].n == 3  # the summary counts held-out runs only
+    assert summary["p50"].n == len(held)  # the summary counts held-out runs only
 
 
 def test_saturated_cpu_limited_proxy_is_marked_and_capped(lab_validation) -> None:
-    (sat,) = [c for c in _by(lab_validation, "held-out") if "cpu0.1" in c.setup]
-    assert sat.status == "saturated"
-    assert sat.achieved_rps.measured < 0.95 * sat.qps
-    # the fortio model reproduces a throughput cap below the requested rate, and says where it is
-    assert sat.achieved_rps.predicted < 0.95 * sat.qps
-    assert sat.saturation_rps is not None and sat.saturation_rps < sat.qps
+    saturated = [c for c in _by(lab_validation, "held-out") if "cpu0.1" in c.setup]
+    assert len(saturated) == SMALL_PLAN.repeats
+    for sat in saturated:
+        assert sat.status == "saturated"
+        assert sat.achieved_rps.measured < 0.95 * sat.qps
+        # the fortio model reproduces a throughput cap below the requested rate, and says where it is
+        assert sat.achieved_rps.predicted < 0.95 * sat.qps
+        assert sat.saturation_rps is not None and sat.saturation_rps < sat.qps
 
 
-def test_held_out_p50_errors_under_the_measured_limits(lab_validation) -> None:
+def test_held_out_errors_under_the_measured_limits(lab_validation) -> None:
     held = _by(lab_validation, "held-out")
-    errors = [abs(c.error("p50")) for c in held]
-    assert statistics.median(errors) <= MEDIAN_P50_LIMIT, summary_line(lab_validation.validation)
-    (chain,) = [c for c in held if c.setup.startswith("chain5")]
-    assert abs(chain.error("p50")) <= CHAIN5_P50_LIMIT, summary_line(lab_validation.validation)
+    line = summary_line(lab_validation.validation)
+    assert statistics.median(abs(c.error("p50")) for c in held) <= MEDIAN_P50_LIMIT, line
+    assert max(abs(c.error("p50")) for c in held if c.setup.startswith("chain5")) <= CHAIN5_P50_LIMIT, line
+    assert max(abs(c.error("rps")) for c in held if c.status == "saturated") <= SATURATED_RPS_LIMIT, line
 
 
-@pytest.mark.xfail(strict=True, reason="aim not met yet: proxy pass time is used as worker busy time and CPU-quota "
-                   "demand (measured CPU/request is ~half of it); the fitted wake-up can degenerate (tau at its "
-                   "bound); fortio, Envoys and apps share 2 cores, which the model does not see")
+@pytest.mark.xfail(strict=True, reason="aim not met: the lab's own repeatability on this shared 2-core VM is of the "
+                   "same order (p50 of a repeat run moves ~10 %, up to 40 % CPU-limited; saturated throughput up to "
+                   "25 %); batching of requests that arrive together lowers CPU per request more than the idle-gap "
+                   "wake-up model predicts; tails (p99) come from host noise the model does not see")
 def test_aims_p50_10_percent_and_saturation_10_percent(lab_validation) -> None:
     held = _by(lab_validation, "held-out")
     assert max(abs(c.error("p50")) for c in held) <= 0.10
-    (sat,) = [c for c in held if c.status == "saturated"]
-    assert abs(sat.error("rps")) <= 0.10
+    assert all(abs(c.error("rps")) <= 0.10 for c in held if c.status == "saturated")

@@ -31,6 +31,7 @@ PLAN_STAGES: tuple[tuple[str, str], ...] = (
 DEFAULT_RATES: tuple[float, ...] = (200.0, 500.0, 1000.0)
 DEFAULT_PAYLOADS: tuple[int, ...] = (1024, 16384)  # 1 KB as in Istio's own benchmarks, and a 16x larger body
 DEFAULT_DURATION_S = 3.0
+BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one worker busy
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,21 @@ def calibrate_lab(
     workers: int = DEFAULT_WORKERS,
     stages: Sequence[tuple[str, str]] = PLAN_STAGES,
     fit: bool = True,
+    batching_probe: bool = True,
 ) -> LabCalibration:
-    """Run the standard plan (every run stored under ``out_dir``), then fit ``model_out`` from the runs."""
+    """Run the standard plan (every run stored under ``out_dir``), then fit ``model_out`` from the runs.
+
+    ``batching_probe``: one more run, both sidecars on one worker each with eight connections firing together at
+    the top rate. One-connection runs wake an idle worker on every pass, so what a pass costs a worker that never
+    sleeps (the CPU floor that sets the saturation rate) cannot be told from the cost of waking it; here most
+    passes find their worker busy.
+    """
     if not rates or not payloads:
         raise MeshsimError("--lab-rates/--lab-payloads: need at least one rate and one payload size")
     say = progress or (lambda _msg: None)
     probes = plan_probes(rates, payloads, duration_s)
-    total = len(stages) * len(probes)
+    batching = batching_probe and ("single", "sidecar") in tuple(stages)
+    total = len(stages) * len(probes) + int(batching)
     say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes = {total} runs of "
         f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
     started = time.monotonic()
@@ -85,6 +94,14 @@ def calibrate_lab(
         results = lab_run(spec, probes, Path(out_dir), progress=lambda msg: say(f"    {msg}"))
         runs.extend(r.folder for r in results)
         say(f"[{index}/{len(stages)}] {mode} done, {len(runs)}/{total} runs, {time.monotonic() - started:.0f} s")
+    if batching:
+        qps = max(rates)
+        say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {qps:g} qps ...")
+        spec = LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh)
+        probe = ProbeSettings(qps=qps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
+                              payload_bytes=payloads[0])
+        results = lab_run(spec, [probe], Path(out_dir), progress=lambda msg: say(f"    {msg}"))
+        runs.extend(r.folder for r in results)
     fitted = None
     if fit and model_out is not None:
         say(f"fitting {model_out} from {len(runs)} runs ...")

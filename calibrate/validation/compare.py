@@ -114,6 +114,28 @@ class Validation:
     def summarised(self) -> list[RunComparison]:
         return [c for c in self.comparisons if c.role == "held-out" or (self.include_fit_runs and c.role == "fit")]
 
+    def repeatability(self) -> dict[str, SummaryRow]:
+        """How far the measurement itself moves when the same setup is measured again: |a - b| / mean(a, b) over
+        every pair of runs with the same setup, rate and connections (any role). It is the floor under any model's
+        error on these runs: a prediction cannot be expected closer to a run than a repeat of that run is."""
+        groups: dict[tuple[str, float, int], list[RunComparison]] = {}
+        for c in self.comparisons:
+            groups.setdefault((c.setup, c.qps, c.connections), []).append(c)
+        rows = {}
+        for key in SUMMARY_KEYS:
+            diffs = []
+            for (setup, qps, conns), members in groups.items():
+                values = [(c.achieved_rps.measured if key == "rps" else c.latency_ms[key].measured) for c in members]
+                for i in range(len(values)):
+                    for j in range(i + 1, len(values)):
+                        a, b = values[i], values[j]
+                        if math.isfinite(a) and math.isfinite(b) and a + b > 0:
+                            diffs.append((abs(a - b) / ((a + b) / 2), f"{setup} {qps:g} qps c{conns}"))
+            if diffs:
+                worst = max(diffs)
+                rows[key] = SummaryRow(key, len(diffs), statistics.median(d for d, _ in diffs), worst[0], worst[1])
+        return rows
+
     def summary(self) -> dict[str, SummaryRow]:
         rows = {}
         chosen = self.summarised()

@@ -74,7 +74,7 @@ def write_html(v: Validation, path: Path) -> Path:
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>meshsim validate: {_html.escape(v.model_name)}"
             "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
-            f"<h1>meshsim validate: {_html.escape(v.model)}</h1><p>{_html.escape(summary_line(v))}</p>"
+            f"<h1>meshsim validate: {_html.escape(v.model)}</h1><p>{_html.escape(summary_line(v)).replace(chr(10), '<br>')}</p>"
             f"<p>Runs marked fit were used to fit the model and are excluded from the summary"
             f"{' (included here: --include-fit-runs)' if v.include_fit_runs else ''}.</p>"
             f"<table>{head}{rows}</table>" + (f"<h3>Skipped</h3><ul>{skipped}</ul>" if skipped else "")

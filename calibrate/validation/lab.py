@@ -40,6 +40,7 @@ class LabValidationPlan:
     calibration_duration_s: float = 2.0
     duration_s: float = 3.0
     held_out: tuple[HeldOut, ...] = field(default_factory=tuple)
+    repeats: int = 2  # each held-out setup is measured this many times: the spread is the measurement's own floor
 
 
 FULL_PLAN = LabValidationPlan(
@@ -82,8 +83,9 @@ def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Pro
                   for q, c in h.probes]
         say(f"held-out [{index}/{len(plan.held_out)}] {h.topology} {h.mode} workers={h.workers} "
             f"cpu_limit={h.cpu_limit} ...")
-        results = lab_run(spec, probes, out_dir, progress=lambda m: say(f"    {m}"))
-        folders.extend(r.folder for r in results)
+        for _ in range(plan.repeats):  # the repeat runs the same probes on a freshly started lab
+            results = lab_run(spec, probes, out_dir, progress=lambda m: say(f"    {m}"))
+            folders.extend(r.folder for r in results)
     return folders
 
 
@@ -126,14 +128,15 @@ def lab_recipe(out: str = "lab-validation", small: bool = False) -> Sequence[str
     rates = ",".join(f"{r:g}" for r in plan.calibration_rates)
     lines = [f"meshsim calibrate --lab --mesh envoy-lab --model-out {out}/envoy-lab.yaml --lab-rates {rates} "
              f"--lab-payloads {plan.payload_bytes} --lab-duration {plan.calibration_duration_s:g} "
-             f"--lab-out {out}/calibration   # calibration: one connection, low rates"]
+             f"--lab-out {out}/calibration   # one connection at low rates, plus one batching probe"]
     for h in plan.held_out:
         extra = f" --workers {h.workers}" + (f" --cpu-limit {h.cpu_limit:g}" if h.cpu_limit else "")
         for c in sorted({c for _, c in h.probes}):
             qps = ",".join(f"{q:g}" for q, cc in h.probes if cc == c)
             lines.append(f"meshsim lab run --topology {h.topology} --mode {h.mode}{extra} --qps {qps} "
                          f"--connections {c} --duration {plan.duration_s:g} --payload {plan.payload_bytes} "
-                         f"--out {out}/held-out")
+                         f"--out {out}/held-out" + (f"   # run {plan.repeats} times (repeatability)"
+                                                    if plan.repeats > 1 else ""))
     lines.append(f"meshsim validate --model {out}/envoy-lab.yaml {out}/calibration {out}/held-out "
                  f"--html {out}/report.html")
     return lines

@@ -65,7 +65,13 @@ def summary_line(v: Validation) -> str:
         return (f"summary: no {what} to summarise ({excluded} fit/topology run(s) excluded; "
                 "--include-fit-runs to judge the fit)")
     parts = [f"{LABELS[k]} {r.median_abs:.1%}/{r.worst_abs:.1%}" for k, r in rows.items()]
-    return f"summary over {len(chosen)} {what}, |error| median/worst: " + ", ".join(parts)
+    line = f"summary over {len(chosen)} {what}, |error| median/worst: " + ", ".join(parts)
+    repeat = v.repeatability()
+    if repeat:
+        n = max(r.n for r in repeat.values())
+        line += (f"\nmeasurement repeatability ({n} pairs of runs of the same setup), |difference| median/worst: "
+                 + ", ".join(f"{LABELS[k]} {r.median_abs:.1%}/{r.worst_abs:.1%}" for k, r in repeat.items()))
+    return line
 
 
 def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
@@ -77,4 +83,7 @@ def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
         "summary": {k: {"n": r.n, "median_abs_error": round(r.median_abs, 4), "worst_abs_error": round(r.worst_abs, 4),
                         "worst_run": r.worst_run} for k, r in v.summary().items()},
         "summary_keys": list(SUMMARY_KEYS),
+        "repeatability": {k: {"pairs": r.n, "median_abs_difference": round(r.median_abs, 4),
+                              "worst_abs_difference": round(r.worst_abs, 4), "worst_setup": r.worst_run}
+                          for k, r in v.repeatability().items()},
     }

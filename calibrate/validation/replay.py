@@ -13,6 +13,8 @@ chain among the validated runs (that run is then marked ``topology``, not held-o
 
 from __future__ import annotations
 
+import datetime as dt
+
 import re
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
@@ -104,8 +106,17 @@ def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
 
 
 def _closest(candidates: Sequence[Run], run: Run) -> Run:
+    """Same rate and connections first; among repeats, the one measured closest in time (same machine state)."""
     return min(candidates, key=lambda b: (abs((b.qps or 0) - (run.qps or 0)),
-                                          abs(b.manifest.load.connections - run.manifest.load.connections)))
+                                          abs(b.manifest.load.connections - run.manifest.load.connections),
+                                          abs(_when(b) - _when(run))))
+
+
+def _when(run: Run) -> float:
+    try:
+        return dt.datetime.fromisoformat(run.manifest.when.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return 0.0
 
 
 def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
