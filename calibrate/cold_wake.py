@@ -38,7 +38,7 @@ def cold_probability(gap_s: float | np.ndarray, tau_s: float) -> float | np.ndar
     return -np.expm1(-np.maximum(gap_s, 0.0) / tau_s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class WakePoint:
     """One run's value per request of one proxy, with the idle gaps its workers' passes found (0 = busy)."""
 

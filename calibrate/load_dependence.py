@@ -1,8 +1,9 @@
-"""What runs at several rates add: the wake-up block (per-hop cost falling with rate), the baseline's own rate
-dependence (``calibration.baseline_wakeup``), CPU per request and from it each proxy's ``cpu_fraction``.
+"""What runs at several rates (and with more connections) add: the wake-up block (``cold_wake``: latency and CPU
+per request falling with load, fitted on the idle gaps ``wake_gaps`` replays), the baseline's own rate dependence
+(``calibration.baseline_wakeup``), CPU per request and from it each proxy's ``cpu_fraction``.
 
-Means add under convolution, so the mean added time per pass at each rate is (mean of the mode - mean of the
-baseline at the same rate) / passes: no percentile subtraction is involved.
+Means add under convolution, so the mean latency one proxy adds per request at each rate is (mean of the mode -
+mean of the baseline at the same rate) / proxies: no percentile subtraction is involved.
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
     return path
 
 
-def _features(model: dict[str, Any], run: Run) -> list[str]:
+def run_features(model: dict[str, Any], run: Run) -> list[str]:
+    """The run's features for --features: its own, and "no-F" for every default-on feature it did not run."""
     defaults = {n for n, f in (model.get("features") or {}).items() if f.get("default")}
     return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
 
@@ -70,7 +71,7 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
         load = run.manifest.load
         pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
                        uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
-                       features=_features(model, run), warmup_s=0.0,
+                       features=run_features(model, run), warmup_s=0.0,
                        duration_s=duration_s or load.duration_s or 60.0, replications=1,
                        processes=1, seed=seed).to_dict()
         values, cis = measured(from_result(run.result))
@@ -87,7 +88,7 @@ def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed
     load = run.manifest.load
     pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
                    uniform=load.uniform, jitter=load.jitter, scope=SCOPE_OF_PATH[run.manifest.setup.path],
-                   features=_features(model, run), warmup_s=0.0, duration_s=60.0, replications=1, processes=1,
+                   features=run_features(model, run), warmup_s=0.0, duration_s=60.0, replications=1, processes=1,
                    seed=seed).to_dict()
     return float(pred["latency_ms"]["mean"])
 

@@ -17,12 +17,12 @@ import numpy as np
 
 from meshsim.calibrate.dataset import Run
 from meshsim.calibrate.model_file import write_model
-from meshsim.calibrate.simcheck import SCOPE_OF_PATH, _features, calibration_topology
+from meshsim.calibrate.simcheck import SCOPE_OF_PATH, calibration_topology, run_features
 
 MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class RunGaps:
     requests: int
     gaps: dict[str, np.ndarray]  # proxy component -> the idle gap of every pass through it
@@ -48,7 +48,7 @@ def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: 
             continue
         setup, load = run.manifest.setup, run.manifest.load
         proxy = replace(mesh.proxy, workers=setup.proxy_workers or mesh.proxy.workers, cpu_limit=setup.proxy_cpu_limit)
-        scenario = build_scenario(topology, replace(mesh, proxy=proxy), _features(model, run), scope=scope)
+        scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
         qps = float(run.qps)
         duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / qps, 0.5))
         workload = Workload(FortioLoad(qps, load.connections, load.uniform, load.jitter, load.nocatchup))

@@ -1,9 +1,9 @@
-"""Load dependence of a proxy pass: cost(g) = base + max x (1 - exp(-g / tau)), g = the worker's idle gap.
+"""Mean load dependence: cost(g) = base + max x (1 - exp(-g / tau)), g = the idle gap before a request.
 
-This is the mesh schema's ``wakeup`` block: a worker idle for g pays extra before serving (scheduler and C-state
-wake-up), so the per-hop cost falls as the rate rises. Points are (idle gap, mean added time) from runs at several
-rates, each with its standard error. Three parameters need three distinct gaps; with two, tau is fixed at
-``tau_prior`` and the result is marked as such.
+Used for the baseline's own rate dependence (``calibration.baseline_wakeup``, recorded, not simulated); the proxy's
+``wakeup`` block is fitted by ``cold_wake``. Points are (idle gap, mean time) from runs at several rates, each with
+its standard error. Three parameters need three distinct gaps; with two, tau is fixed at ``tau_prior`` and the
+result is marked as such.
 
 Identification: runs only see gaps between 1/rate values, so when the cost is still rising at the largest gap only
 max/tau is identified and the optimum runs to a bound. Hence tau is bounded by a few times the largest gap seen,
