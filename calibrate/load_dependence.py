@@ -187,10 +187,14 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
                              "1 - exp(-g/tau)")
     ref_ids = {r.id for r in ref_runs}
     sides = {}
-    for side, key, path in (("inbound", "server/sidecar", "server-sidecar"),
-                            ("outbound", "client/sidecar", "both-sidecars")):
-        ref = [gaps[r.id] for r in ref_runs if r.id in gaps and r.manifest.setup.path == path
-               and not r.features and key in gaps[r.id].gaps]
+    for side, key, paths in (("inbound", "server/sidecar", ("server-sidecar", "both-sidecars")),
+                             ("outbound", "client/sidecar", ("both-sidecars",))):
+        ref = []
+        for path in paths:  # the path the side's passes are fitted from first
+            ref = [gaps[r.id] for r in ref_runs if r.id in gaps and r.manifest.setup.path == path
+                   and not r.features and key in gaps[r.id].gaps]
+            if ref:
+                break
         if not ref:
             continue
         point = WakePoint(0.0, np.concatenate([g.gaps[key] for g in ref]), sum(g.requests for g in ref), 0.0, 1.0)

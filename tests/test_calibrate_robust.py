@@ -268,3 +268,20 @@ def test_resume_cpu_refused_when_it_would_leave_the_pass_no_cpu() -> None:
     fit = fit_cold_wake(_series(c0=0.0, resume=60e-6, cold=50e-6, tau=1.5e-3, lat0=100e-6), tau_max_s=25e-3)
     assert not fit.resume_identified
     assert "resume CPU not identified: with it" in fit.verdict()
+
+
+def test_cold_wakes_from_both_sidecar_runs_alone(tmp_path: Path) -> None:
+    """Without server-sidecar runs the wake-ups at the reference rate come from the both-sidecars runs' gaps."""
+    delay, tau = 0.3e-3, 2e-3
+    response_p = -math.expm1(-BASE.mean / tau)
+    for qps in (100.0, 300.0, 700.0):
+        _write(tmp_path, f"base-{qps:g}", "baseline", qps, _sum(BASE))
+        both = _sum(BASE, INBOUND, INBOUND, INBOUND, INBOUND)
+        p_req = -math.expm1(-max(1 / qps - both.mean(), 0.0) / tau)
+        colds = sum((RNG.random(N) < p).astype(float) for p in (p_req, p_req, response_p, response_p))
+        _write(tmp_path, f"both-{qps:g}", "both-sidecars", qps, both + delay * colds)
+    summary = fit_runs([tmp_path], "envoy-both", tmp_path / "m.yaml", families=GAMMA)
+    mesh = load_mesh(str(tmp_path / "m.yaml"))
+    assert mesh.proxy.wakeup is not None, summary.notes
+    assert mesh.proxy.wakeup.delay == pytest.approx(delay, rel=0.3)
+    assert mesh.proxy.passes["outbound_request"].mean == pytest.approx(INBOUND.mean, rel=0.15)

@@ -97,6 +97,25 @@ def test_tracing_collector_gets_one_span_per_proxy_pass(binaries, tmp_path):
     assert result.manifest.cpu_seconds["collector"] > 0
 
 
+def test_bookinfo_call_graph_every_service_called_once_per_request(binaries, tmp_path):
+    """productpage calls details then reviews, reviews calls ratings: the spans per service prove the wiring."""
+    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+
+    settings = ProbeSettings(qps=100, connections=1, duration_s=2.0)
+    with _lab(tmp_path, topology="bookinfo", mode="tracing") as state:
+        result = probe(state, settings, tmp_path / "runs")
+        counts = json.loads(_get(f"http://127.0.0.1:{state.collector_port}/stats"))
+    requests = int(result.result["DurationHistogram"]["Count"]) + settings.connections
+    assert requests >= 0.9 * (settings.expected_calls + settings.connections)
+    # client (outbound); productpage (inbound + 2 outbound); details (inbound); reviews (inbound + outbound); ratings
+    assert counts["by_service"] == {"client": requests, "productpage": 3 * requests, "details": requests,
+                                    "reviews": 2 * requests, "ratings": requests}
+    assert counts["by_kind"] == {"CLIENT": 4 * requests, "SERVER": 4 * requests}
+    assert result.manifest.setup.topology == "bookinfo"
+    assert set(result.manifest.cpu_seconds) >= {"productpage/app", "details/app", "reviews/app", "ratings/app",
+                                                "productpage/sidecar", "ratings/sidecar", "client/sidecar"}
+
+
 @pytest.mark.parametrize("mode", ["proxy-lb", "client-lb"])
 def test_balancing_spreads_requests_over_replicas(binaries, tmp_path, mode):
     from meshsim.calibrate.lab.probe import ProbeSettings, probe

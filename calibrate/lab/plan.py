@@ -1,9 +1,10 @@
 """Turning a LabSpec into processes: free ports, Envoy bootstraps, certificates and command lines.
 
-Call graph: client -> services[0] -> services[1] -> ... ; the last service is ``fortio server`` (echo), every other
-one is ``fortio proxies -M`` forwarding the request (path and query included) to its next hop. Where that next hop is
-depends on the mode: the next app (baseline), the next service's inbound sidecar (server-sidecar) or the service's own
-sidecar's outbound listener on loopback (both sidecars, mtls, tracing).
+Call graph: the client calls services[0]; a service that calls nobody is ``fortio server`` (echo), every other one is
+``fortio proxies -M`` forwarding the request (path and query included) to each service it calls, one after the
+other (``-multi-serial-mode``). Where a call goes depends on the mode: the callee's app (baseline), the callee's
+inbound sidecar (server-sidecar) or the caller's own sidecar's outbound listener for that callee on loopback (both
+sidecars, mtls, tracing).
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def fortio_server(fortio: Path, port: int, data_dir: Path) -> tuple[str, ...]:
             "-data-dir", str(data_dir), "-ui-path", "", "-loglevel", "warning")
 
 
-def fortio_hop(fortio: Path, port: int, target_port: int) -> tuple[str, ...]:
-    return (str(fortio), "proxies", "-M", f"127.0.0.1:{port} http://127.0.0.1:{target_port}", "-loglevel", "warning")
+def fortio_hop(fortio: Path, port: int, target_ports: list[int]) -> tuple[str, ...]:
+    targets = " ".join(f"http://127.0.0.1:{t}" for t in target_ports)
+    serial = ("-multi-serial-mode",) if len(target_ports) > 1 else ()  # one call after the other, like Bookinfo
+    return (str(fortio), "proxies", *serial, "-M", f"127.0.0.1:{port} {targets}", "-loglevel", "warning")
 
 
 def envoy_argv(envoy: Path, config: Path, node: str, workers: int) -> tuple[str, ...]:
@@ -92,23 +95,21 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
 
     app_ports = {s.name: [free_port() for _ in range(s.replicas)] for s in services}
     inbound_ports = {s.name: free_port() for s in services} if inbound else {}
-    outbound_ports = {s.name: free_port() for s in services[:-1]} if both else {}
+    outbound_ports = {(s.name, c): free_port() for s in services for c in s.calls} if both else {}
 
-    def front_port(index: int) -> int:
-        """Where a caller sends to reach services[index] (before any caller-side sidecar)."""
-        name = services[index].name
+    def front_port(name: str) -> int:
+        """Where a caller sends to reach service ``name`` (before any caller-side sidecar)."""
         return inbound_ports[name] if inbound else app_ports[name][0]
 
-    # Apps, leaf first.
-    for index in reversed(range(len(services))):
-        service = services[index]
+    # Apps, leaves first.
+    for service in reversed(services):
         for replica, port in enumerate(app_ports[service.name]):
             name = f"{service.name}/app" + (f"#{replica}" if service.replicas > 1 else "")
-            if index == len(services) - 1:
+            if not service.calls:
                 argv = fortio_server(fortio, port, data_dir)
             else:
-                target = outbound_ports[service.name] if both else front_port(index + 1)
-                argv = fortio_hop(fortio, port, target)
+                targets = [outbound_ports[(service.name, c)] if both else front_port(c) for c in service.calls]
+                argv = fortio_hop(fortio, port, targets)
             processes.append(ProcessPlan(name, "app", argv, (port,)))
 
     def add_envoy(name: str, kind: str, node: str, listeners: list[ListenerSpec], clusters: list[ClusterSpec]) -> None:
@@ -120,13 +121,13 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
 
     # Service sidecars.
     if inbound:
-        for index, service in enumerate(services):
+        for service in services:
             listeners = [ListenerSpec("inbound", inbound_ports[service.name], "local_app", "INBOUND",
                                       tls_server(service.name))]
             clusters = [ClusterSpec("local_app", tuple(app_ports[service.name]))]
-            if both and index < len(services) - 1:
-                peer = services[index + 1].name
-                listeners.append(ListenerSpec("outbound", outbound_ports[service.name], f"to_{peer}", "OUTBOUND"))
+            for peer in service.calls if both else ():
+                name = "outbound" if len(service.calls) == 1 else f"outbound_{peer}"
+                listeners.append(ListenerSpec(name, outbound_ports[(service.name, peer)], f"to_{peer}", "OUTBOUND"))
                 clusters.append(ClusterSpec(f"to_{peer}", (inbound_ports[peer],), tls_client(service.name, peer)))
             add_envoy(f"{service.name}/sidecar", "sidecar", service.name, listeners, clusters)
 
@@ -134,7 +135,7 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
     first = services[0]
     if both or mode == "client-lb":
         entry_port = free_port()
-        endpoints = tuple(app_ports[first.name]) if mode == "client-lb" else (front_port(0),)
+        endpoints = tuple(app_ports[first.name]) if mode == "client-lb" else (front_port(first.name),)
         add_envoy("client/sidecar", "sidecar", "client",
                   [ListenerSpec("outbound", entry_port, f"to_{first.name}", "OUTBOUND")],
                   [ClusterSpec(f"to_{first.name}", endpoints, tls_client("client", first.name))])
@@ -144,5 +145,5 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
                   [ListenerSpec("lb", entry_port, first.name, "INBOUND")],
                   [ClusterSpec(first.name, tuple(app_ports[first.name]))])
     else:
-        entry_port = front_port(0)
+        entry_port = front_port(first.name)
     return LabPlan(spec, entry_port, processes, collector_port)

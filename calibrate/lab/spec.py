@@ -25,7 +25,8 @@ MODE_PATH = {
 }
 MODE_FEATURES: dict[str, tuple[str, ...]] = {"mtls": ("mtls",), "tracing": ("tracing",)}
 LB_MODES = ("proxy-lb", "client-lb")
-TOPOLOGY_HELP = "single, chainN (e.g. chain3, chain5; N = 1..20) or lbN (e.g. lb3: one service with N replicas)"
+TOPOLOGY_HELP = ("single, chainN (e.g. chain3, chain5; N = 1..20), lbN (e.g. lb3: one service with N replicas) or "
+                 "bookinfo (productpage calls details then reviews; reviews calls ratings)")
 DEFAULT_MESH = "envoy-lab"
 DEFAULT_WORKERS = 2  # Istio's sidecar default (proxy concurrency 2)
 
@@ -34,15 +35,22 @@ DEFAULT_WORKERS = 2  # Istio's sidecar default (proxy concurrency 2)
 class Service:
     name: str
     replicas: int = 1
+    calls: tuple[str, ...] = ()  # services it calls, one after the other; none: an echo server (leaf)
 
 
 def parse_topology(topology: str) -> tuple[Service, ...]:
-    """Services in call order (the client calls the first; each calls the next)."""
+    """Services, the entry first (the client calls it); each calls the services in its ``calls`` in order."""
     if topology == "single":
         return (Service("server"),)
+    if topology == "bookinfo":
+        # Istio Bookinfo's call graph with one reviews version that calls ratings (v2/v3); productpage calls
+        # details, then reviews, as the real one does.
+        return (Service("productpage", calls=("details", "reviews")), Service("details"),
+                Service("reviews", calls=("ratings",)), Service("ratings"))
     chain = re.fullmatch(r"chain([0-9]+)", topology)
     if chain and 1 <= int(chain.group(1)) <= 20:
-        return tuple(Service(f"s{i}") for i in range(1, int(chain.group(1)) + 1))
+        n = int(chain.group(1))
+        return tuple(Service(f"s{i}", calls=(f"s{i + 1}",) if i < n else ()) for i in range(1, n + 1))
     lb = re.fullmatch(r"lb([0-9]+)", topology)
     if lb and 1 <= int(lb.group(1)) <= 16:
         return (Service("server", replicas=int(lb.group(1))),)

@@ -2,8 +2,9 @@
 
 Held-out runs differ from the calibration in what the model must extrapolate: more connections (pinned workers
 queue behind each other), higher rates (less wake-up cost), a CPU-limited proxy driven past saturation (service
-demand vs quota) and a longer chain (chain5; its forwarding apps' cost comes from a baseline chain5 run, which is
-marked ``topology`` and not counted). Everything is real: fortio load, Envoy sidecars, loopback only.
+demand vs quota), a longer chain (chain5) and Bookinfo's call graph (productpage -> details, reviews -> ratings);
+the forwarding apps' cost comes from a baseline run of the same topology, which is marked ``topology`` and not
+counted. Everything is real: fortio load, Envoy sidecars, loopback only.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ FULL_PLAN = LabValidationPlan(
         HeldOut("single", "sidecar", ((300.0, 4), (1000.0, 4), (3000.0, 4)), workers=1, cpu_limit=0.1),
         HeldOut("chain5", "baseline", ((200.0, 1), (500.0, 4))),
         HeldOut("chain5", "sidecar", ((200.0, 1), (500.0, 4))),
+        HeldOut("bookinfo", "baseline", ((200.0, 1), (500.0, 4))),
+        HeldOut("bookinfo", "sidecar", ((200.0, 1), (500.0, 4))),
     ),
 )
 SMALL_PLAN = LabValidationPlan(
@@ -59,6 +62,8 @@ SMALL_PLAN = LabValidationPlan(
         HeldOut("single", "sidecar", ((3000.0, 4),), workers=1, cpu_limit=0.1),
         HeldOut("chain5", "baseline", ((200.0, 1),)),
         HeldOut("chain5", "sidecar", ((200.0, 1),)),
+        HeldOut("bookinfo", "baseline", ((200.0, 1),)),
+        HeldOut("bookinfo", "sidecar", ((200.0, 1),)),
     ),
 )
 PLANS = {"full": FULL_PLAN, "small": SMALL_PLAN}

@@ -8,7 +8,8 @@ model (``meshsim fit``) carries ``calibration.baseline``: network + app + client
 the fitted passes already include the loopback hops. Its runs are replayed on that baseline (the same topology
 ``meshsim.calibrate.simcheck`` uses); ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
 N-1 forwarding apps, which no single-service calibration run holds: it is taken from a baseline run of the same
-chain among the validated runs (that run is then marked ``topology``, not held-out).
+chain among the validated runs (that run is then marked ``topology``, not held-out). The lab's ``bookinfo`` call
+graph is replayed the same way (forwarding apps productpage and reviews, leaves details and ratings).
 """
 
 from __future__ import annotations
@@ -83,26 +84,43 @@ def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
     return topology_from_data(data, f"<{name}: derived from the mesh model's calibration.baseline>")
 
 
-def chain_topology(model: Mapping[str, Any], n: int, hop_mean_ms: float, hop_source: str) -> Topology:
+def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
+                   hop_source: str) -> Topology:
+    """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
+    costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline."""
     baseline = (model.get("calibration") or {}).get("baseline")
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
     half = {"family": "lognormal", "mean_ms": max(hop_mean_ms / 2, 1e-4), "cv": HOP_CV,
             "source": f"half of one forwarding hop ({hop_source}); cv {HOP_CV} assumed"}
     services: dict[str, Any] = {}
-    for i in range(1, n + 1):
-        if i == n:
-            services[f"s{i}"] = _service(baseline, 1, leaf_source)
+    for service in graph:
+        if not service.calls:
+            services[service.name] = _service(baseline, 1, leaf_source)
         else:
-            services[f"s{i}"] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
-                                 "handler": [{"compute": half}, {"call": f"s{i + 1}"}, {"compute": half}],
-                                 "source": hop_source}
-    name = f"{model.get('name')}-chain{n}"
-    return topology_from_data(_skeleton(name, "s1", services, hop_source), f"<{name}: derived from baseline runs>")
+            services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
+                                      "handler": [{"compute": half}, *({"call": c} for c in service.calls),
+                                                  {"compute": half}],
+                                      "source": hop_source}
+    full = f"{model.get('name')}-{name}"
+    return topology_from_data(_skeleton(full, graph[0].name, services, hop_source),
+                              f"<{full}: derived from baseline runs>")
 
 
 def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
     spec = (model.get("calibration") or {}).get("baseline")
     return parse_distribution(spec, where="calibration.baseline").mean * 1e3
+
+
+def _lab_graph(name: str) -> Sequence[Any] | None:
+    """The lab's call graph for a chainN or bookinfo run (None for other names)."""
+    from meshsim.calibrate.lab.spec import parse_topology
+
+    if not (_CHAIN.match(name) or name == "bookinfo"):
+        return None
+    try:
+        return parse_topology(name)
+    except MeshsimError:
+        return None
 
 
 def _closest(candidates: Sequence[Run], run: Run) -> Run:
@@ -132,10 +150,11 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
     lb = _LB.match(name)
     if lb:
         return baseline_topology(model, int(lb.group(1))), None, []
-    chain = _CHAIN.match(name)
-    if chain:
-        n = int(chain.group(1))
-        if n == 1:
+    graph = _lab_graph(name)
+    if graph is not None:
+        forwarders = sum(1 for svc in graph if svc.calls)
+        leaves = len(graph) - forwarders
+        if forwarders == 0:
             return baseline_topology(model), None, []
         bases = [b for b in runs if b.manifest.setup.topology == name and b.manifest.setup.path == "baseline"
                  and b.status != "failed"]
@@ -143,12 +162,13 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
             raise CannotReplay(f"topology {name}: a fitted model knows one service only; add a baseline {name} run "
                                "(the forwarding apps' cost) to the RUN_DIRs, or pass --topology FILE")
         base = _closest(bases, run)
-        hop = (from_result(base.result).mean * 1e3 - _baseline_mean_ms(model)) / (n - 1)
+        hop = (from_result(base.result).mean * 1e3 - leaves * _baseline_mean_ms(model)) / forwarders
         if hop <= 0:
-            raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than the model's baseline")
-        source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - mean of the model's "
-                  f"calibration.baseline) / {n - 1}")
-        return chain_topology(model, n, hop, source), base.id, [source]
+            raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than its {leaves} leaf "
+                               "service(s) at the model's baseline")
+        source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - {leaves} x the mean of the "
+                  f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
+        return graph_topology(model, name, graph, hop, source), base.id, [source]
     return load_topology(name), None, [f"topology {name}: app times from models/topologies, not measured"]
 
 
