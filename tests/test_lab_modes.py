@@ -77,17 +77,23 @@ def test_mtls_handshakes_and_client_subject(binaries, tmp_path):
     assert (tmp_path / "lab" / "certs" / "ca.pem").exists()
 
 
-def test_tracing_collector_gets_one_span_per_proxy_pass(binaries, tmp_path):
+def _traced(tmp_path: Path, topology: str):
+    """A 2 s probe of ``topology`` in tracing mode: (requests fortio sent, collector counts, probe result)."""
     from meshsim.calibrate.lab.probe import ProbeSettings, probe
 
     settings = ProbeSettings(qps=100, connections=1, duration_s=2.0)
-    with _lab(tmp_path, topology="chain3", mode="tracing") as state:
+    with _lab(tmp_path, topology=topology, mode="tracing") as state:
         result = probe(state, settings, tmp_path / "runs")
         counts = json.loads(_get(f"http://127.0.0.1:{state.collector_port}/stats"))
     # Every request fortio made (its warm-up call per connection included) is traced. Count what it really sent:
     # on a busy machine fortio may stop a few calls short of qps*duration when it falls behind at the end.
     requests = int(result.result["DurationHistogram"]["Count"]) + settings.connections
     assert requests >= 0.9 * (settings.expected_calls + settings.connections)
+    return requests, counts, result
+
+
+def test_tracing_collector_gets_one_span_per_proxy_pass(binaries, tmp_path):
+    requests, counts, result = _traced(tmp_path, "chain3")
     # client sidecar (outbound), s1 and s2 (inbound + outbound), s3 (inbound): 6 proxy passes per request.
     assert counts["by_service"] == {"client": requests, "s1": 2 * requests, "s2": 2 * requests, "s3": requests}
     assert counts["spans"] == 6 * requests
@@ -99,14 +105,7 @@ def test_tracing_collector_gets_one_span_per_proxy_pass(binaries, tmp_path):
 
 def test_bookinfo_call_graph_every_service_called_once_per_request(binaries, tmp_path):
     """productpage calls details then reviews, reviews calls ratings: the spans per service prove the wiring."""
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
-
-    settings = ProbeSettings(qps=100, connections=1, duration_s=2.0)
-    with _lab(tmp_path, topology="bookinfo", mode="tracing") as state:
-        result = probe(state, settings, tmp_path / "runs")
-        counts = json.loads(_get(f"http://127.0.0.1:{state.collector_port}/stats"))
-    requests = int(result.result["DurationHistogram"]["Count"]) + settings.connections
-    assert requests >= 0.9 * (settings.expected_calls + settings.connections)
+    requests, counts, result = _traced(tmp_path, "bookinfo")
     # client (outbound); productpage (inbound + 2 outbound); details (inbound); reviews (inbound + outbound); ratings
     assert counts["by_service"] == {"client": requests, "productpage": 3 * requests, "details": requests,
                                     "reviews": 2 * requests, "ratings": requests}
