@@ -36,12 +36,6 @@ class WakeUp:
             return 0.0
         return -math.expm1(-idle / self.tau)
 
-    def mean_delay(self, idle: float) -> float:
-        return self.delay * self.probability(idle)
-
-    def mean_cpu(self, idle: float) -> float:
-        return self.cpu * self.probability(idle)
-
     def to_spec(self) -> dict[str, float]:
         return {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
                 "resume_cpu_ms": self.resume_cpu / MS}
