@@ -117,11 +117,6 @@ class ColdWakeFit:
             return f"not identified ({self.describe()}: {self.on_bound}; only a ratio is determined by these gaps)"
         return f"{self.describe()}, improvement over no load dependence p = {self.p_value:.2g}"
 
-    def predict(self, series: str, point: WakePoint) -> float:
-        s = next(x for x in self.series if x.name == series)
-        slope = self.delay_s + self.cpu_s if s.kind == "latency" else self.cpu_s
-        return self.bases_s[series] + self.resume_cpu_s * point.resumes + slope * point.colds(self.tau_s)
-
     def block(self, source: str) -> dict[str, object]:
         out = {"delay_ms": round(self.delay_s * 1e3, 4), "cpu_ms": round(self.cpu_s * 1e3, 4),
                "tau_ms": round(self.tau_s * 1e3, 4)}

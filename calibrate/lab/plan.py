@@ -126,8 +126,8 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
                                       tls_server(service.name))]
             clusters = [ClusterSpec("local_app", tuple(app_ports[service.name]))]
             for peer in service.calls if both else ():
-                name = "outbound" if len(service.calls) == 1 else f"outbound_{peer}"
-                listeners.append(ListenerSpec(name, outbound_ports[(service.name, peer)], f"to_{peer}", "OUTBOUND"))
+                listeners.append(ListenerSpec(f"outbound_{peer}", outbound_ports[(service.name, peer)], f"to_{peer}",
+                                              "OUTBOUND"))
                 clusters.append(ClusterSpec(f"to_{peer}", (inbound_ports[peer],), tls_client(service.name, peer)))
             add_envoy(f"{service.name}/sidecar", "sidecar", service.name, listeners, clusters)
 

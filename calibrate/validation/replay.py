@@ -15,7 +15,6 @@ graph is replayed the same way (forwarding apps productpage and reviews, leaves 
 from __future__ import annotations
 
 import datetime as dt
-
 import re
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
