@@ -1,7 +1,7 @@
 """Measured runs (and validation results) to overlay on the predicted curves.
 
 Run folders are read with :func:`meshsim.runs.read_manifest`, their fortio results with the calibration's reader
-(:func:`meshsim.calibrate.fortio_result.read_result`, so the app refuses what calibration refuses). A run is shown
+(:func:`meshsim.calibrate.measure.fortio_result.read_result`, so the app refuses what calibration refuses). A run is shown
 next to a predicted curve only where its setup matches the scenario (see :func:`matches`).
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from meshsim.calibrate.dataset import access_log_path
-from meshsim.calibrate.fortio_result import read_result as read_fortio
+from meshsim.calibrate.measure.dataset import access_log_path
+from meshsim.calibrate.measure.fortio_result import read_result as read_fortio
 from meshsim.errors import MeshsimError
 from meshsim.runs import MANIFEST, RunManifest, read_manifest
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from meshsim.calibrate import convolution as cv
-from meshsim.calibrate.api import fit_runs
-from meshsim.calibrate.tables import measurements_dir
+from meshsim.calibrate.fit import convolution as cv
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.calibrate.measure.tables import measurements_dir
 
 
 def _fit(out: Path) -> tuple[float, dict]:

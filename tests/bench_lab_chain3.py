@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from meshsim.calibrate.lab.api import lab_run
-from meshsim.calibrate.lab.probe import ProbeSettings
-from meshsim.calibrate.lab.spec import LabSpec
+from meshsim.calibrate.measure.lab.commands import lab_run
+from meshsim.calibrate.measure.lab.probe import ProbeSettings
+from meshsim.calibrate.measure.lab.spec import LabSpec
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from meshsim.calibrate.validation.api import validate_lab_report
+from meshsim.calibrate.validation.validate import validate_lab_report
 
 
 def markdown(outcome) -> str:  # type: ignore[no-untyped-def]

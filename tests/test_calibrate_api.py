@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshsim.calibrate.api import fit_runs
-from meshsim.calibrate.dataset import load_runs
-from meshsim.calibrate.families import Family
-from meshsim.calibrate.fortio_histogram import result_json
-from meshsim.calibrate.simcheck import refine, simulate_runs
-from meshsim.calibrate.tables import measurements_dir
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.calibrate.measure.dataset import load_runs
+from meshsim.calibrate.fit.families import Family
+from meshsim.calibrate.measure.fortio_histogram import result_json
+from meshsim.calibrate.fit.sim_check import refine, simulate_runs
+from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.catalog import load_mesh
 from meshsim.distributions import Gamma, LogNormal, Shifted
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run

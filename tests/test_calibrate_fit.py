@@ -12,15 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from meshsim.calibrate.convolution import Grid, from_observation, power
-from meshsim.calibrate.cpu_cost import fit_cpu
-from meshsim.calibrate.decompose import Term, fit_component
-from meshsim.calibrate.families import Family
-from meshsim.calibrate.fortio_histogram import histogram_data
-from meshsim.calibrate.mle import fit_best, fit_family
-from meshsim.calibrate.observations import Observation, from_buckets, from_samples
-from meshsim.calibrate.quantile_fit import fit_quantiles
-from meshsim.calibrate.wakeup import fit_wakeup
+from meshsim.calibrate.fit.convolution import Grid, from_observation, power
+from meshsim.calibrate.load.cpu_cost import fit_cpu
+from meshsim.calibrate.fit.deconvolution import Term, fit_component
+from meshsim.calibrate.fit.families import Family
+from meshsim.calibrate.measure.fortio_histogram import histogram_data
+from meshsim.calibrate.fit.mle import fit_best, fit_family
+from meshsim.calibrate.fit.observations import Observation, from_buckets, from_samples
+from meshsim.calibrate.fit.quantile_fit import fit_quantiles
+from meshsim.calibrate.load.mean_wakeup import fit_wakeup
 from meshsim.distributions import Gamma, LogNormal, Mixture, Shifted
 
 RNG = np.random.default_rng(20261122)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from conftest import require_component
 
-from meshsim.calibrate.dataset import load_run, load_runs
-from meshsim.calibrate.fortio_histogram import result_json
-from meshsim.calibrate.fortio_result import read_result
-from meshsim.calibrate.quality import assess
-from meshsim.calibrate.tables import measurements_dir
+from meshsim.calibrate.measure.dataset import load_run, load_runs
+from meshsim.calibrate.measure.fortio_histogram import result_json
+from meshsim.calibrate.measure.fortio_result import read_result
+from meshsim.calibrate.measure.quality import assess
+from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.errors import ModelError
 
 ISTIO12 = measurements_dir() / "istio-1.2.0"
@@ -156,7 +156,7 @@ def test_run_folder_prefers_raw_samples(tmp_path: Path) -> None:
 
 def test_histogram_percentiles_read_exactly_as_fortio_reports_them() -> None:
     """Linear interpolation inside buckets: our reading gives fortio's own Percentiles for every shipped run."""
-    from meshsim.calibrate.observations import from_result
+    from meshsim.calibrate.fit.observations import from_result
 
     for run in load_runs([ISTIO12]).runs:
         published = json.loads((run.folder / "fortio.json").read_text())["DurationHistogram"]["Percentiles"]

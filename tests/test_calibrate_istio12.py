@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.calibrate.check import check_runs
-from meshsim.calibrate.dataset import load_runs
-from meshsim.calibrate.model_file import read_model
-from meshsim.calibrate.simcheck import simulate_runs
-from meshsim.calibrate.tables import measurements_dir
+from meshsim.calibrate.fit.mode_check import check_runs
+from meshsim.calibrate.measure.dataset import load_runs
+from meshsim.calibrate.fit.model_file import read_model
+from meshsim.calibrate.fit.sim_check import simulate_runs
+from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.catalog import load_mesh
 
 RUNS = measurements_dir() / "istio-1.2.0"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from meshsim.calibrate.published_fit import PASSES, propose, propose_istio17, report
-from meshsim.calibrate.tables import measurements_dir
+from meshsim.calibrate.published_refit import PASSES, propose, propose_istio17, report
+from meshsim.calibrate.measure.tables import measurements_dir
 
 
 def test_paper_proposals_have_fits_and_uncertainty_for_every_mesh_and_rate() -> None:

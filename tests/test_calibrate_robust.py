@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import yaml
 
-from meshsim.calibrate.acceptance import KS_MAX, choose, problem
-from meshsim.calibrate.api import fit_runs
-from meshsim.calibrate.families import Family
-from meshsim.calibrate.fortio_histogram import result_json
-from meshsim.calibrate.load_dependence import cpu_fractions
-from meshsim.calibrate.wakeup import fit_wakeup
+from meshsim.calibrate.fit.acceptance import KS_MAX, choose, problem
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.calibrate.fit.families import Family
+from meshsim.calibrate.measure.fortio_histogram import result_json
+from meshsim.calibrate.load.load_dependence import cpu_fractions
+from meshsim.calibrate.load.mean_wakeup import fit_wakeup
 from meshsim.catalog import load_mesh
 from meshsim.distributions import Gamma, LogNormal, Shifted
 from meshsim.errors import MeshsimError
@@ -236,7 +236,7 @@ def test_cold_wakes_leave_the_fast_requests_fast(tmp_path: Path) -> None:
 def _series(c0: float, resume: float, cold: float, tau: float, lat0: float) -> list:
     """Synthetic runs: at each rate one-connection runs (every pass resumes) and two-connection runs (every other
     request pass finds the worker busy); gaps drawn around the request interval."""
-    from meshsim.calibrate.cold_wake import WakePoint, WakeSeries, cold_probability
+    from meshsim.calibrate.load.cold_wake import WakePoint, WakeSeries, cold_probability
 
     lat, cpu = [], []
     for qps in (200.0, 500.0, 1000.0):
@@ -252,7 +252,7 @@ def _series(c0: float, resume: float, cold: float, tau: float, lat0: float) -> l
 
 
 def test_resume_cpu_recovered_when_runs_vary_the_passes_per_wake() -> None:
-    from meshsim.calibrate.cold_wake import fit_cold_wake
+    from meshsim.calibrate.load.cold_wake import fit_cold_wake
 
     fit = fit_cold_wake(_series(c0=60e-6, resume=20e-6, cold=50e-6, tau=1.5e-3, lat0=100e-6), tau_max_s=25e-3)
     assert fit.accepted and fit.resume_identified, fit.verdict()
@@ -263,7 +263,7 @@ def test_resume_cpu_recovered_when_runs_vary_the_passes_per_wake() -> None:
 
 def test_resume_cpu_refused_when_it_would_leave_the_pass_no_cpu() -> None:
     """All the CPU comes and goes with the wakes (no own cost): resume is not identified, the fit says why."""
-    from meshsim.calibrate.cold_wake import fit_cold_wake
+    from meshsim.calibrate.load.cold_wake import fit_cold_wake
 
     fit = fit_cold_wake(_series(c0=0.0, resume=60e-6, cold=50e-6, tau=1.5e-3, lat0=100e-6), tau_max_s=25e-3)
     assert not fit.resume_identified

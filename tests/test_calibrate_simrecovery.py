@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from meshsim.calibrate.api import fit_runs
-from meshsim.calibrate.families import Family
-from meshsim.calibrate.fortio_histogram import result_json
-from meshsim.calibrate.simcheck import calibration_topology
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.calibrate.fit.families import Family
+from meshsim.calibrate.measure.fortio_histogram import result_json
+from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.catalog import load_mesh
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from meshsim import cli
+from meshsim.cli import dispatch as cli
 
 
 @pytest.fixture

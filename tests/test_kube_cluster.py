@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from kube_cluster import KWOK_FAIL_IMAGE, ControlPlane, free_port, session_control_plane
-from meshsim.calibrate.kube import calibrate_kube
-from meshsim.calibrate.kube.plan import KubePlan, plan_from_dict
-from meshsim.calibrate.kube.transport import DirectTransport, FortioRequest
+from meshsim.calibrate.measure.kube import calibrate_kube
+from meshsim.calibrate.measure.kube.probe_plan import KubePlan, plan_from_dict
+from meshsim.calibrate.measure.kube.transport import DirectTransport, FortioRequest
 from meshsim.errors import Interrupted, MeshsimError, RunFailed
 from meshsim.runs import read_manifest
 from test_kube_transport import start_fortio
@@ -283,7 +283,7 @@ def test_ctrl_c_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path) 
                                     "node_selector": {"meshsim.test/node": "nowhere"},
                                     "configurations": [{"name": "sigint", "paths": ["baseline"]}]}))
     code = ("import sys, argparse\n"
-            "from meshsim.cli_kube import add_kube_calibrate_options, run_kube_calibrate\n"
+            "from meshsim.cli.kube_options import add_kube_calibrate_options, run_kube_calibrate\n"
             "from meshsim.errors import MeshsimError\n"
             "p = argparse.ArgumentParser(); add_kube_calibrate_options(p)\n"
             "try:\n    sys.exit(run_kube_calibrate(p.parse_args(sys.argv[1:])))\n"
@@ -308,8 +308,8 @@ def test_ctrl_c_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path) 
 @pytest.mark.parametrize("mesh", ["istio", "linkerd", "traefik", "none"])
 def test_workloads_of_every_mesh_and_chain_pass_server_side_validation(cp: ControlPlane, mesh: str) -> None:
     """Server-side dry run (?dryRun=All): the real API server validates and admits, and persists nothing."""
-    from meshsim.calibrate.kube.meshes import mesh_profile
-    from meshsim.calibrate.kube.objects import NamespaceSpec, namespace_objects
+    from meshsim.calibrate.measure.kube.meshes import mesh_profile
+    from meshsim.calibrate.measure.kube.objects import NamespaceSpec, namespace_objects
 
     plan = plan_from_dict({"topology": "chain3", "trace_collector": "collector.linkerd-jaeger:55678",
                            "configurations": [{"name": "v", "features": ["tracing"], "replicas": 2,

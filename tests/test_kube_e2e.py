@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from kube_cluster import ControlPlane, require, session_control_plane
-from meshsim.calibrate.kube import calibrate_kube
-from meshsim.calibrate.kube.plan import plan_from_dict
+from meshsim.calibrate.measure.kube import calibrate_kube
+from meshsim.calibrate.measure.kube.probe_plan import plan_from_dict
 from meshsim.runs import read_manifest
 
 pytestmark = pytest.mark.kube

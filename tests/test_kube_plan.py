@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meshsim.calibrate.kube import calibrate_kube, load_plan
-from meshsim.calibrate.kube.meshes import BYPASS_PORT, MESH_PORT, SERVER_ONLY_PORT, mesh_profile
-from meshsim.calibrate.kube.objects import NamespaceSpec, namespace_objects
-from meshsim.calibrate.kube.plan import expand, plan_from_dict
+from meshsim.calibrate.measure.kube import calibrate_kube, load_plan
+from meshsim.calibrate.measure.kube.meshes import BYPASS_PORT, MESH_PORT, SERVER_ONLY_PORT, mesh_profile
+from meshsim.calibrate.measure.kube.objects import NamespaceSpec, namespace_objects
+from meshsim.calibrate.measure.kube.probe_plan import expand, plan_from_dict
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.runs import PATH_MODES
 
@@ -120,7 +120,7 @@ def test_dry_run_prints_every_object_and_needs_no_cluster(tmp_path: Path, monkey
 def test_cli_flags_call_the_library(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from meshsim.cli_kube import add_kube_calibrate_options, run_kube_calibrate
+    from meshsim.cli.kube_options import add_kube_calibrate_options, run_kube_calibrate
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")  # shared with --lab: must not clash

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from kube_cluster import free_port, require
-from meshsim.calibrate.kube.transport import DirectTransport, FortioRequest, parse_probe
+from meshsim.calibrate.measure.kube.transport import DirectTransport, FortioRequest, parse_probe
 from meshsim.errors import RunFailed
 
 
@@ -49,7 +49,7 @@ def test_rest_run_returns_a_result_the_calibration_reader_accepts(fortio: str) -
     assert all(isinstance(v, str) for v in params.values())  # fortio's REST API wants strings only
     raw = DirectTransport(fortio).run("ns", request)
     result = parse_probe(raw, "probe test")
-    assert result.checked  # went through meshsim.calibrate.fortio_result
+    assert result.checked  # went through meshsim.calibrate.measure.fortio_result
     data = result.data
     assert data["Labels"] == "kube-none-test-baseline-c1-q50"
     assert data["NumThreads"] == 1 and float(data["RequestedQPS"]) == 50

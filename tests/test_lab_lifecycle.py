@@ -27,8 +27,8 @@ def binaries() -> None:
 
 
 def meshsim_lab(*argv: str) -> int:
-    """Run `meshsim lab ...` through cli_lab.register exactly as the top-level CLI wires it."""
-    from meshsim.cli_lab import register
+    """Run `meshsim lab ...` through lab_command.register exactly as the top-level CLI wires it."""
+    from meshsim.cli.lab_command import register
 
     parser = argparse.ArgumentParser(prog="meshsim")
     register(parser.add_subparsers(dest="command", required=True))
@@ -41,7 +41,7 @@ def _state(lab_dir: Path) -> dict:
 
 
 def test_cli_up_probe_down_leaves_no_process(binaries, tmp_path, capsys):
-    from meshsim.calibrate.lab.supervisor import pid_alive
+    from meshsim.calibrate.measure.lab.supervisor import pid_alive
 
     lab_dir, out = tmp_path / "lab", tmp_path / "runs"
     try:
@@ -65,9 +65,9 @@ def test_cli_up_probe_down_leaves_no_process(binaries, tmp_path, capsys):
 
 
 def test_down_after_supervisor_crash_stops_the_orphans_by_pid(binaries, tmp_path):
-    from meshsim.calibrate.lab.api import lab_down, lab_up
-    from meshsim.calibrate.lab.spec import LabSpec
-    from meshsim.calibrate.lab.supervisor import pid_alive
+    from meshsim.calibrate.measure.lab.commands import lab_down, lab_up
+    from meshsim.calibrate.measure.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.supervisor import pid_alive
 
     lab_dir = tmp_path / "lab"
     state = lab_up(LabSpec(topology="chain3", mode="server-sidecar"), lab_dir)
@@ -82,8 +82,8 @@ def test_down_after_supervisor_crash_stops_the_orphans_by_pid(binaries, tmp_path
 
 
 def test_up_failure_is_reported_and_cleaned_up(binaries, tmp_path):
-    from meshsim.calibrate.lab.api import lab_up
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.commands import lab_up
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     lab_dir = tmp_path / "lab"
     lab_dir.mkdir()
@@ -104,8 +104,8 @@ def test_lab_run_cli_json(binaries, tmp_path, capsys):
 
 
 def test_cpus_pins_every_proxy(binaries, tmp_path):
-    from meshsim.calibrate.lab.lab import Lab
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.running import Lab
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     with Lab(LabSpec(topology="chain3", mode="sidecar", cpus="0", workers=1), tmp_path / "lab") as state:
         for proc in state.processes:
@@ -118,9 +118,9 @@ def test_cpus_pins_every_proxy(binaries, tmp_path):
 
 
 def test_cpu_limit_is_applied_or_clearly_unavailable(binaries, tmp_path):
-    from meshsim.calibrate.lab.cpulimit import find_cpu_limiter
-    from meshsim.calibrate.lab.lab import Lab
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.cpulimit import find_cpu_limiter
+    from meshsim.calibrate.measure.lab.running import Lab
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     try:
         find_cpu_limiter("probe-only")
@@ -129,7 +129,7 @@ def test_cpu_limit_is_applied_or_clearly_unavailable(binaries, tmp_path):
         with pytest.raises(RunFailed, match="unavailable"):
             Lab(LabSpec(topology="single", mode="sidecar", cpu_limit=0.5), tmp_path / "lab").up()
         return
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     lab = Lab(LabSpec(topology="single", mode="sidecar", cpu_limit=0.1), tmp_path / "lab")
     with lab as state:
@@ -157,7 +157,7 @@ def test_cpu_limit_is_applied_or_clearly_unavailable(binaries, tmp_path):
 
 
 def test_supervisor_kills_a_child_that_ignores_sigterm(tmp_path):
-    from meshsim.calibrate.lab.supervisor import Supervisor, pid_alive
+    from meshsim.calibrate.measure.lab.supervisor import Supervisor, pid_alive
 
     supervisor = Supervisor(tmp_path / "logs")
     stubborn = supervisor.start("stubborn", [sys.executable, "-c",

@@ -26,8 +26,8 @@ def binaries() -> None:
 
 
 def _lab(tmp_path: Path, **spec):
-    from meshsim.calibrate.lab.lab import Lab
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.running import Lab
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     return Lab(LabSpec(**spec), tmp_path / "lab")
 
@@ -53,7 +53,7 @@ def _host_requests(admin_port: int, cluster: str) -> dict[str, int]:
 
 
 def test_mtls_handshakes_and_client_subject(binaries, tmp_path):
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     with _lab(tmp_path, topology="chain3", mode="mtls") as state:
         result = probe(state, ProbeSettings(qps=100, duration_s=1.0), tmp_path / "runs")
@@ -79,7 +79,7 @@ def test_mtls_handshakes_and_client_subject(binaries, tmp_path):
 
 def _traced(tmp_path: Path, topology: str):
     """A 2 s probe of ``topology`` in tracing mode: (requests fortio sent, collector counts, probe result)."""
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     settings = ProbeSettings(qps=100, connections=1, duration_s=2.0)
     with _lab(tmp_path, topology=topology, mode="tracing") as state:
@@ -117,7 +117,7 @@ def test_bookinfo_call_graph_every_service_called_once_per_request(binaries, tmp
 
 @pytest.mark.parametrize("mode", ["proxy-lb", "client-lb"])
 def test_balancing_spreads_requests_over_replicas(binaries, tmp_path, mode):
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     settings = ProbeSettings(qps=300, connections=2, duration_s=1.5)
     with _lab(tmp_path, topology="lb3", mode=mode) as state:
@@ -147,8 +147,8 @@ def test_balancing_spreads_requests_over_replicas(binaries, tmp_path, mode):
 
 @pytest.mark.parametrize("mode", ["server-sidecar", "mtls", "tracing", "proxy-lb"])
 def test_generated_bootstraps_pass_envoy_validation(binaries, tmp_path, mode):
-    from meshsim.calibrate.lab.plan import plan_lab
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.processes import plan_lab
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     envoy = require_component("envoy")
     topology = "lb3" if mode == "proxy-lb" else "chain3"
@@ -170,7 +170,7 @@ def test_generated_bootstraps_pass_envoy_validation(binaries, tmp_path, mode):
     ({"topology": "chain3", "mode": "sidecar", "workers": 0}, "--workers"),
 ])
 def test_bad_lab_spec_names_the_flag(spec, flag):
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     with pytest.raises(MeshsimError) as info:
         LabSpec(**spec)

@@ -25,8 +25,8 @@ def binaries() -> None:
 
 
 def _lab(spec_kwargs: dict, tmp_path: Path):
-    from meshsim.calibrate.lab.lab import Lab
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.running import Lab
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     return Lab(LabSpec(**spec_kwargs), tmp_path / "lab")
 
@@ -41,7 +41,7 @@ def _admin_stats(port: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode, connections", [("baseline", 1), ("sidecar", 2)])
 def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_path, mode, connections):
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     settings = ProbeSettings(qps=200, connections=connections, duration_s=2.0, payload_bytes=512)
     out = tmp_path / "runs"
@@ -90,7 +90,7 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
 
 
 def test_probe_against_stopped_service_fails_and_stores_nothing(binaries, tmp_path):
-    from meshsim.calibrate.lab.probe import ProbeSettings, probe
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     out = tmp_path / "runs"
     lab = _lab({"topology": "chain3", "mode": "sidecar"}, tmp_path)
@@ -105,7 +105,7 @@ def test_probe_against_stopped_service_fails_and_stores_nothing(binaries, tmp_pa
 
 def test_error_fraction_of_a_real_failing_fortio_run(binaries, tmp_path):
     """fortio against an echo answering 503 for ~20 % of calls: the probe's error check sees it."""
-    from meshsim.calibrate.lab.probe import ProbeSettings, error_fraction, run_fortio
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings, error_fraction, run_fortio
 
     fortio = require_component("fortio")
     with _lab({"topology": "single", "mode": "baseline"}, tmp_path) as state:
@@ -121,7 +121,7 @@ def test_error_fraction_of_a_real_failing_fortio_run(binaries, tmp_path):
 
 
 def test_probe_settings_reject_bad_input():
-    from meshsim.calibrate.lab.probe import ProbeSettings
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings
 
     with pytest.raises(MeshsimError, match="--connections"):
         ProbeSettings(connections=0)
@@ -130,9 +130,9 @@ def test_probe_settings_reject_bad_input():
 
 
 def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
-    from meshsim.calibrate.lab.api import lab_run
-    from meshsim.calibrate.lab.probe import ProbeSettings
-    from meshsim.calibrate.lab.spec import LabSpec
+    from meshsim.calibrate.measure.lab.commands import lab_run
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings
+    from meshsim.calibrate.measure.lab.spec import LabSpec
 
     messages: list[str] = []
     started = time.monotonic()
@@ -158,7 +158,7 @@ def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
 
 def test_calibrate_plan_stores_every_run_and_reports_progress(binaries, tmp_path):
     """A shrunken standard plan (two setups, one rate, two payloads, short runs), without the fitter."""
-    from meshsim.calibrate.lab.calibrate import calibrate_lab
+    from meshsim.calibrate.lab_calibration import calibrate_lab
 
     messages: list[str] = []
     report = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, messages.append, rates=(200,),

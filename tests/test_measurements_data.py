@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.calibrate.dataset import load_runs
-from meshsim.calibrate.tables import load_all, load_table, measurements_dir
+from meshsim.calibrate.measure.dataset import load_runs
+from meshsim.calibrate.measure.tables import load_all, load_table, measurements_dir
 from meshsim.errors import ModelError
 
 ISTIO12 = measurements_dir() / "istio-1.2.0"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meshsim.calibrate.fortio_histogram import result_json
+from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.validation import gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.compare import Metric
 from meshsim.cli import main
@@ -153,7 +153,7 @@ def test_saturated_run_is_validated_and_marked(tmp_path: Path) -> None:
     (folder / "fortio.json").write_text(json.dumps(result_json(lat, 1e-5, requested_qps=500, actual_qps=166.0)))
     manifest = yaml.safe_load((RUNS / "istio-1.2.0-c1-qps1000-baseline" / "manifest.yaml").read_text())
     manifest.update(id="synthetic-saturated", provenance="synthetic: gamma latencies written in fortio's format by "
-                    "meshsim.calibrate.fortio_histogram.result_json (test data)")
+                    "meshsim.calibrate.measure.fortio_histogram.result_json (test data)")
     manifest["load"].update(qps=500.0, duration_s=24.0)
     (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     v = validate_runs(REPO / "models" / "meshes" / "istio.yaml", [folder], **FAST)

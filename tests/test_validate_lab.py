@@ -20,9 +20,9 @@ import pytest
 
 from conftest import require_component
 
-from meshsim.calibrate.validation.api import validate_lab_report
-from meshsim.calibrate.validation.lab import SMALL_PLAN
-from meshsim.calibrate.validation.render import summary_line
+from meshsim.calibrate.validation.validate import validate_lab_report
+from meshsim.calibrate.validation.lab_loop import SMALL_PLAN
+from meshsim.calibrate.validation.text_report import summary_line
 
 # Measured over six runs of SMALL_PLAN (see the module docstring); margins cover the drift seen between runs.
 MEDIAN_P50_LIMIT = 0.45

@@ -17,9 +17,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from meshsim.calibrate.dataset import Run, load_run
-from meshsim.calibrate.model_file import read_model
-from meshsim.calibrate.observations import Observation, from_result
+from meshsim.calibrate.measure.dataset import Run, load_run
+from meshsim.calibrate.fit.model_file import read_model
+from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.topology import Topology

@@ -6,7 +6,7 @@ Path modes map to the simulator as: baseline -> scope ``none``; server-sidecar -
 Topology. A hand-made mesh model is replayed on the manifest's named topology (``models/topologies``). A fitted
 model (``meshsim fit``) carries ``calibration.baseline``: network + app + client of its baseline runs, in which
 the fitted passes already include the loopback hops. Its runs are replayed on that baseline (the same topology
-``meshsim.calibrate.simcheck`` uses); ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
+``meshsim.calibrate.fit.sim_check`` uses); ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
 N-1 forwarding apps, which no single-service calibration run holds: it is taken from a baseline run of the same
 chain among the validated runs (that run is then marked ``topology``, not held-out). The lab's ``bookinfo`` call
 graph is replayed the same way (forwarding apps productpage and reviews, leaves details and ratings).
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import Any, Mapping, Sequence
 
-from meshsim.calibrate.dataset import Run
-from meshsim.calibrate.observations import from_result
+from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.fit.observations import from_result
 from meshsim.catalog import load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
@@ -112,7 +112,7 @@ def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
 
 def _lab_graph(name: str) -> Sequence[Any] | None:
     """The lab's call graph for a chainN or bookinfo run (None for other names)."""
-    from meshsim.calibrate.lab.spec import parse_topology
+    from meshsim.calibrate.measure.lab.spec import parse_topology
 
     if not (_CHAIN.match(name) or name == "bookinfo"):
         return None

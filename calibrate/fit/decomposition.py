@@ -1,0 +1,186 @@
+"""Which runs identify which component, and fitting them in dependency order.
+
+- baseline runs (network + app) are taken empirically: the known part of every later fit;
+- server-sidecar runs add the inbound proxy's request and response passes (i.i.d. per pass);
+- both-sidecars runs add the outbound proxy's two passes on top (inbound fixed from the step before; with no
+  server-sidecar run, all four passes are fitted as one i.i.d. per-pass distribution);
+- runs whose only feature is F (mtls, tracing, telemetry...) add F's per-pass increment: inbound from
+  server-sidecar+F, outbound from both-sidecars+F; with only one of them the increment is shared by all passes;
+- proxy-lb runs add a central proxy's two passes to the client-lb runs (or to the baseline when there are none,
+  or when the client-lb runs balance in the caller's sidecar: its passes are not part of a proxy-lb run).
+Runs with several features at once are not used (their increments are not separable) and are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from meshsim.calibrate.fit.convolution import Grid, GridPmf, from_observation, power
+from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.fit.deconvolution import ComponentFit, Term, component_pmf, fit_component
+from meshsim.calibrate.fit.families import Family
+from meshsim.calibrate.fit.mle import FitResult, fit_best
+from meshsim.calibrate.fit.observations import Observation, from_result
+from meshsim.errors import MeshsimError
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ColdWakes:
+    """Wake-ups inside the reference runs' proxy passes, which the fitted passes must not hold (the simulator adds
+    them): per request, each proxy resumes its idle worker ``resumes`` times at ``resume_cpu_s`` each and wakes it
+    cold ``colds`` times on average at ``cost_s`` each; per side (inbound, outbound) a pair (resumes, colds)."""
+
+    cost_s: float
+    resume_cpu_s: float
+    inbound: tuple[float, float]
+    outbound: tuple[float, float]
+
+    def pmf(self, grid: Grid, side: str) -> GridPmf:
+        """One proxy's wake-ups per request: a constant resume cost and 0, 1 or 2 cold wakes over its two passes
+        (each cold with probability colds / 2)."""
+        resumes, colds = self.inbound if side == "inbound" else self.outbound
+        p = min(max(colds / 2, 0.0), 1.0)
+        shift = int(round(self.resume_cpu_s * resumes / grid.dt))
+        k = int(round(self.cost_s / grid.dt))
+        mass = np.zeros(grid.n)
+        for wakes, prob in ((0, (1 - p) ** 2), (1, 2 * p * (1 - p)), (2, p * p)):
+            if shift + wakes * k < grid.n:
+                mass[shift + wakes * k] += prob
+        return GridPmf(grid, mass, terms=0)  # point masses at multiples of dt, not bin centres
+
+
+@dataclass
+class Decomposition:
+    baseline: FitResult
+    baseline_runs: tuple[str, ...]
+    components: dict[str, ComponentFit] = field(default_factory=dict)
+    runs_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    observations: dict[str, Observation] = field(default_factory=dict)
+    baseline_obs: Observation | None = None
+
+
+def _obs(run: Run) -> Observation:
+    return from_result(run.result, label=run.id)
+
+
+def _select(runs: Sequence[Run], path: str, features: frozenset[str]) -> list[Run]:
+    return [r for r in runs if r.manifest.setup.path == path and r.features == features]
+
+
+def _pooled(grid: Grid, runs: Sequence[Run]) -> GridPmf:
+    """Empirical pmf of several runs of one mode, weighted by their request counts."""
+    pmfs = [(from_observation(grid, _obs(r)), _obs(r).n) for r in runs]
+    total = sum(n for _, n in pmfs)
+    return GridPmf(grid, sum(p.mass * (n / total) for p, n in pmfs))
+
+
+def decompose(
+    runs: Sequence[Run],
+    families: Sequence[Family] | None = None,
+    progress: Progress | None = None,
+    cold: ColdWakes | None = None,
+) -> Decomposition:
+    """``cold``: cold wake-ups the proxy passes of these runs hold but the fitted passes must not (the simulator
+    adds them itself); they are known parts of every sidecar run."""
+    say = progress or (lambda _m: None)
+    baselines = _select(runs, "baseline", frozenset()) or [r for r in runs if r.manifest.setup.path == "baseline"]
+    if not baselines:
+        raise MeshsimError("no baseline run among the runs given: proxy passes cannot be separated from "
+                           "network + app (add a run with path: baseline)")
+    observations = {r.id: _obs(r) for r in runs}
+    grid = Grid.covering(list(observations.values()))
+    base = _pooled(grid, baselines)
+    main_base = max(baselines, key=lambda r: r.result.count)
+    say(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
+    rejected: list[str] = []
+    base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
+                           rejected=rejected)
+    out = Decomposition(base_fit, tuple(r.id for r in baselines), observations=observations,
+                        baseline_obs=observations[main_base.id])
+    if rejected:
+        out.notes.append(f"baseline: better-AIC candidates rejected ({'; '.join(rejected)})")
+
+    def fit(name: str, chosen: list[Run], known: GridPmf, k: int) -> GridPmf:
+        say(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
+        terms = [Term(observations[r.id], known, k) for r in chosen]
+        comp = fit_component(name, terms, families, progress=say)
+        out.components[name] = comp
+        if comp.rejected:
+            out.notes.append(f"{name}: better-AIC candidates rejected ({'; '.join(comp.rejected)})")
+        out.runs_of[name] = tuple(r.id for r in chosen)
+        return component_pmf(comp)
+
+    def woken(pmf: GridPmf, side: str) -> GridPmf:
+        return pmf.plus(cold.pmf(grid, side)) if cold is not None else pmf
+
+    server = _select(runs, "server-sidecar", frozenset())
+    both = _select(runs, "both-sidecars", frozenset())
+    p_in = None  # the two passes of each proxy as measured (fitted passes + cold wakes)
+    pair_in = pair_out = None
+    if server:
+        p_in = fit("proxy.inbound_pass", server, woken(base, "inbound"), 2)
+        pair_in = woken(power(p_in, 2), "inbound")
+        if both:
+            p_out = fit("proxy.outbound_pass", both, woken(base.plus(pair_in), "outbound"), 2)
+            pair_out = woken(power(p_out, 2), "outbound")
+    elif both:
+        p_in = fit("proxy.pass", both, woken(woken(base, "inbound"), "outbound"), 4)
+        pair_in, pair_out = woken(power(p_in, 2), "inbound"), woken(power(p_in, 2), "outbound")
+        out.notes.append("no server-sidecar run: inbound and outbound passes share one fitted distribution")
+    sidecar_runs = [r for r in runs if r.manifest.setup.path in ("server-sidecar", "both-sidecars")]
+    if sidecar_runs and p_in is None:
+        raise MeshsimError("sidecar runs need a run of the same path without features (plaintext, no tracing) "
+                           "to fit the bare proxy passes")
+    for feature in sorted({f for r in runs for f in r.features}):
+        try:
+            _fit_feature(feature, runs, base, pair_in, pair_out, fit, out)
+        except MeshsimError as exc:  # an optional add-on that the runs cannot resolve is left out, not fatal
+            out.notes.append(f"feature {feature}: not fitted, left out of the model ({exc})")
+            for name in [n for n in out.components if n.startswith(f"feature.{feature}.")]:
+                del out.components[name]
+                out.runs_of.pop(name, None)
+    multi = sorted({r.id for r in runs if len(r.features) > 1})
+    if multi:
+        out.notes.append(f"not used (several features at once, increments not separable): {', '.join(multi)}")
+    lb_runs = _select(runs, "proxy-lb", frozenset())
+    if lb_runs:
+        client_lb = _select(runs, "client-lb", frozenset())
+        # client-lb through the caller's own sidecar holds that sidecar's two passes, which proxy-lb runs lack:
+        # it is no known part of a proxy-lb run (the LB pass would come out as LB minus sidecar, about zero)
+        via_sidecar = [r.id for r in client_lb if "client/sidecar" in r.manifest.cpu_seconds]
+        if via_sidecar:
+            out.notes.append("proxy-lb fitted against the baseline: the client-lb runs balance in the caller's "
+                             f"sidecar ({', '.join(via_sidecar)}), whose passes proxy-lb runs do not have")
+            client_lb = []
+        elif not client_lb:
+            out.notes.append("proxy-lb fitted against the baseline (no client-lb run)")
+        ref = _pooled(grid, client_lb) if client_lb else base
+        fit("load_balancer.pass", lb_runs, ref, 2)
+    return out
+
+
+def _fit_feature(feature: str, runs: Sequence[Run], base: GridPmf, pair_in: GridPmf | None, pair_out: GridPmf | None,
+                 fit: Callable[[str, list[Run], GridPmf, int], GridPmf], out: Decomposition) -> None:
+    """Fit one feature's increment over the bare passes (inbound/outbound, or one shared by all passes);
+    ``pair_in``/``pair_out``: each proxy's two bare passes as measured."""
+    single = frozenset([feature])
+    f_server = _select(runs, "server-sidecar", single)
+    f_both = _select(runs, "both-sidecars", single)
+    if (f_server or f_both) and pair_in is None:
+        return
+    if f_server:
+        assert pair_in is not None
+        f_in = fit(f"feature.{feature}.inbound", f_server, base.plus(pair_in), 2)
+        if f_both and pair_out is not None:
+            known = base.plus(pair_in).plus(pair_out).plus(power(f_in, 2))
+            fit(f"feature.{feature}.outbound", f_both, known, 2)
+        else:
+            out.notes.append(f"feature {feature}: no both-sidecars run; outbound passes use the inbound increment")
+    elif f_both and pair_in is not None and pair_out is not None:
+        fit(f"feature.{feature}.pass", f_both, base.plus(pair_in).plus(pair_out), 4)
+        out.notes.append(f"feature {feature}: only both-sidecars runs; one increment shared by all four passes")

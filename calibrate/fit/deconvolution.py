@@ -1,0 +1,117 @@
+"""Deconvolution by likelihood: fit one hidden component so that known parts plus k copies of it reproduce a mode.
+
+Example: a server-sidecar run is baseline (network + app, taken empirically from the baseline run) plus the inbound
+proxy's request pass plus its response pass. With the two passes independent and identically distributed, the
+per-pass distribution P is the one maximising the interval-censored likelihood of the server-sidecar histogram under
+``baseline * P * P`` (``*`` = convolution, computed on a grid by FFT). No percentiles are subtracted: the start
+values only come from quantile differences.
+
+Several (observation, known part, k) terms may share the component; their log-likelihoods add.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from meshsim.calibrate.fit.acceptance import choose
+from meshsim.calibrate.fit.convolution import Grid, GridPmf, from_cdf, power
+from meshsim.calibrate.fit.families import Family, candidates
+from meshsim.calibrate.fit.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
+from meshsim.calibrate.fit.mle import FitResult, _safe, maximise
+from meshsim.calibrate.fit.observations import Observation
+
+
+@dataclass(frozen=True)
+class Term:
+    """``obs`` is modelled as ``known`` plus ``k`` independent copies of the component."""
+
+    obs: Observation
+    known: GridPmf
+    k: int
+
+
+@dataclass(frozen=True)
+class ComponentFit:
+    name: str
+    best: FitResult
+    fits: tuple[FitResult, ...]
+    gof: tuple[GoodnessOfFit, ...]  # of each term's observation under the fitted convolution
+    terms: tuple[Term, ...]
+    rejected: tuple[str, ...] = ()  # better-AIC candidates refused by the acceptance rules, with the reason
+
+    def model_cdf(self, i: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+        """CDF of term i's mode under the fitted component (for reports)."""
+        term = self.terms[i]
+        fam, theta, shift = self.best.family, self.best.theta, _max_shift(self.terms)
+        comp = from_cdf(term.known.grid, lambda x: fam.cdf(theta, x, shift))
+        return term.known.plus(power(comp, term.k)).cdf
+
+
+def _known_min(pmf: GridPmf) -> float:
+    idx = int(np.argmax(np.cumsum(pmf.mass) > 1e-4))
+    return (idx + pmf.terms / 2 - 0.5) * pmf.grid.dt
+
+
+def _max_shift(terms: Sequence[Term]) -> float:
+    room = [(t.obs.min - _known_min(t.known)) / t.k for t in terms]
+    return max(min(room), 2e-6)
+
+
+def fit_component(
+    name: str,
+    terms: Sequence[Term],
+    families: Sequence[Family] | None = None,
+    max_evals: int = 800,
+    progress: Callable[[str], None] | None = None,
+) -> ComponentFit:
+    """Fit every candidate family to the shared component and keep the best by AIC."""
+    terms = tuple(Term(t.obs.binned(), t.known, t.k) for t in terms)
+    grid: Grid = terms[0].known.grid
+    max_shift = _max_shift(terms)
+    main = max(terms, key=lambda t: t.obs.n)
+
+    def start_q(p: float) -> float:
+        return max((main.obs.quantile(p) - main.known.quantile(p)) / main.k, 1e-6)
+
+    fits = []
+    for family in families or candidates():
+        def nll(theta: np.ndarray, family: Family = family) -> float:
+            comp = from_cdf(grid, lambda x: family.cdf(theta, x, max_shift))
+            total = 0.0
+            for t in terms:
+                total -= binned_loglik(t.obs, t.known.plus(power(comp, t.k)).cdf)
+            return total
+
+        starts = family.starts(start_q, max_shift, max_shift)
+        theta = maximise(_safe(nll), starts, max_evals)
+        ll = -nll(theta)
+        fits.append(FitResult(family, theta, family.distribution(theta, max_shift), ll, sum(t.obs.n for t in terms)))
+        if progress:
+            progress(f"  {name}: {family.name}: AIC {fits[-1].aic:.1f}")
+    fits.sort(key=lambda r: r.aic)
+
+    def term_gofs(fit: FitResult) -> tuple[GoodnessOfFit, ...]:
+        comp = from_cdf(grid, lambda x: fit.family.cdf(fit.theta, x, max_shift))
+        return tuple(goodness_of_fit(t.obs, t.known.plus(power(comp, t.k)).cdf, fit.family.k) for t in terms)
+
+    # judge candidates in AIC order; the worst term's KS counts (every run must be reproduced)
+    all_gofs = [term_gofs(fit) for fit in fits]
+    index, rejected = choose([f.family.name for f in fits], [f.distribution for f in fits],
+                             [max(g.ks for g in gofs) for gofs in all_gofs], max(t.obs.max for t in terms),
+                             name, [t.obs.label for t in terms])
+    picked, gofs = fits[index], all_gofs[index]
+    if progress and rejected:
+        progress(f"  {name}: rejected {'; '.join(rejected)}")
+    best = FitResult(picked.family, picked.theta, picked.distribution, picked.loglik, picked.n, gofs[0])
+    fits = [best] + [f for f in fits if f is not picked]
+    return ComponentFit(name, best, tuple(fits), gofs, terms, tuple(rejected))
+
+
+def component_pmf(fit: ComponentFit) -> GridPmf:
+    """The fitted component on the grid, to serve as a known part of later fits."""
+    grid = fit.terms[0].known.grid
+    shift = _max_shift(fit.terms)
+    return from_cdf(grid, lambda x: fit.best.family.cdf(fit.best.theta, x, shift))

@@ -1,0 +1,126 @@
+"""Simulation-based check and refinement: drive the simulator with the calibration runs' own fortio workload.
+
+The simulated system is one fortio client and one echo server whose network + app time is the model's fitted
+baseline (``calibration.baseline``); network hops are zero because the fitted passes already include the loopback
+hops between app and sidecar. Every calibration run is replayed (same rate, connections, -uniform/-jitter, scope
+and features) and its p50/p90/p99 compared with the measured ones. ``refine`` then moves each fitted pass's shift
+until the simulated mean of the run that identified it matches the measured mean: it removes what the
+no-queueing deconvolution attributed to the passes but the simulator produces by queueing.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import yaml
+
+from meshsim.calibrate.fit.mode_check import ModeCheck, measured
+from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.fit.model_file import read_model, write_model
+from meshsim.calibrate.fit.observations import from_result
+from meshsim.errors import MeshsimError
+
+SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
+# which passes a run path identifies, in fitting order
+REFINED = (("server-sidecar", ("inbound_request", "inbound_response")),
+           ("both-sidecars", ("outbound_request", "outbound_response")))
+
+
+def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
+    """A one-service topology whose app time is the model's fitted baseline."""
+    baseline = model.get("calibration", {}).get("baseline")
+    if not isinstance(baseline, dict):
+        raise MeshsimError(f"mesh model {model.get('name')!r}: no calibration.baseline (not written by meshsim fit)")
+    source = "meshsim fit: calibration.baseline of the mesh model (network + app of its baseline runs)"
+    topo = {
+        "schema": "meshsim/topology/v1", "name": f"{model['name']}-calibration",
+        "description": "fortio client -> echo server as in the calibration runs", "source": source,
+        "entry": "server",
+        "client": {"overhead": 0, "request_bytes": 100, "source": "included in the baseline"},
+        "network": {"loopback": 0, "same_node": 0, "cross_node": 0, "bandwidth_gbps": 1000,
+                    "source": "included in the baseline and in the fitted passes"},
+        "services": {"server": {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
+                                "handler": [{"compute": baseline}], "source": source}},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{model['name']}-calibration.yaml"
+    path.write_text(yaml.safe_dump(topo, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_features(model: dict[str, Any], run: Run) -> list[str]:
+    """The run's features for --features: its own, and "no-F" for every default-on feature it did not run."""
+    defaults = {n for n, f in (model.get("features") or {}).items() if f.get("default")}
+    return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
+
+
+def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int = 1,
+                  duration_s: float | None = None, progress: Callable[[str], None] | None = None) -> list[ModeCheck]:
+    """Simulated vs measured p50/p90/p99 for every run whose path the simulator can reproduce."""
+    from meshsim.sim.predict import predict
+
+    model = read_model(model_path)
+    topo = calibration_topology(model, work)
+    out = []
+    for run in runs:
+        scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
+        if scope is None or not run.qps:
+            continue
+        load = run.manifest.load
+        pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
+                       uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
+                       features=run_features(model, run), warmup_s=0.0,
+                       duration_s=duration_s or load.duration_s or 60.0, replications=1,
+                       processes=1, seed=seed).to_dict()
+        values, cis = measured(from_result(run.result))
+        simulated = tuple(float(pred["latency_ms"][k]) for k in ("p50", "p90", "p99"))
+        out.append(ModeCheck(run.id, values, simulated, cis))
+        if progress:
+            progress(f"simulated {run.id}: p50/p90/p99 {simulated} ms vs measured {values}")
+    return out
+
+
+def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed: int) -> float:
+    from meshsim.sim.predict import predict
+
+    load = run.manifest.load
+    pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
+                   uniform=load.uniform, jitter=load.jitter, scope=SCOPE_OF_PATH[run.manifest.setup.path],
+                   features=run_features(model, run), warmup_s=0.0, duration_s=60.0, replications=1, processes=1,
+                   seed=seed).to_dict()
+    return float(pred["latency_ms"]["mean"])
+
+
+def refine(model_path: Path, runs: Sequence[Run], out: Path, work: Path, iterations: int = 2,
+           progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Adjust the shift of the inbound and outbound passes until simulated means match measured ones."""
+    model = copy.deepcopy(read_model(model_path))
+    changes: dict[str, float] = {}
+    if not model.get("proxy"):
+        return changes
+    topo = calibration_topology(model, work)
+    current = model_path
+    for path, kinds in REFINED:
+        chosen = [r for r in runs if r.manifest.setup.path == path and not r.features and r.qps]
+        if not chosen:
+            continue
+        run = max(chosen, key=lambda r: r.result.count)
+        for _ in range(iterations):
+            delta_ms = (from_result(run.result).mean * 1e3 - _mean_of(current, topo, run, model, 7)) / len(kinds)
+            for kind in kinds:
+                spec = model["proxy"]["passes"][kind]
+                targets = spec["components"] if spec.get("family") == "mixture" else [spec]
+                for t in targets:
+                    t["shift_ms"] = max(float(t.get("shift_ms", 0.0)) + delta_ms, 0.0)
+                changes[kind] = changes.get(kind, 0.0) + delta_ms
+            current = work / "refined.yaml"
+            write_model(model, current)
+            if progress:
+                progress(f"refine {path}: shift {delta_ms:+.4f} ms per pass")
+    model["calibration"]["refinement"] = {
+        "method": "simulation-based: pass shifts moved until the simulated mean under the runs' fortio workload "
+                  "matches the measured mean", "shift_change_ms": {k: round(v, 5) for k, v in changes.items()}}
+    write_model(model, out)
+    return changes

@@ -1,0 +1,320 @@
+"""``fit_runs``: run folders in, a fitted mesh model file out (the library behind ``meshsim fit``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from meshsim.calibrate.load import load_dependence
+from meshsim.calibrate.measure.dataset import Run, load_runs
+from meshsim.calibrate.fit.deconvolution import ComponentFit
+from meshsim.calibrate.fit.families import Family, candidates
+from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
+from meshsim.calibrate.fit.decomposition import Decomposition, decompose
+from meshsim.distributions import Distribution
+from meshsim.distribution_spec import spec_with_meta
+from meshsim.errors import MeshsimError
+
+Progress = Callable[[str], None]
+METHOD = ("interval-censored maximum likelihood on fortio histogram buckets (raw access-log samples when present); "
+          "families lognormal/gamma/Weibull, plain or shifted, and two-component mixtures (body + lognormal tail), "
+          "chosen by AIC; proxy passes and feature increments deconvolved by likelihood: the baseline run's "
+          "empirical distribution convolved (FFT on a grid) with k i.i.d. copies of the fitted pass reproduces "
+          "each mode's histogram")
+
+
+@dataclass(frozen=True)
+class ComponentRow:
+    component: str
+    family: str
+    mean_ms: float
+    p50_ms: float
+    p99_ms: float
+    aic: float
+    ks: float
+    n: int
+    runs: tuple[str, ...]
+
+
+@dataclass
+class FitSummary:
+    mesh: str
+    out: Path | None
+    rows: list[ComponentRow]
+    flagged: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)
+    report_files: list[Path] = field(default_factory=list)
+    decomposition: Decomposition | None = None
+    checks: list[Any] = field(default_factory=list)  # simcheck.ModeCheck per run when check=True
+
+    def table(self) -> str:
+        head = f"{'component':32} {'family':44} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8} {'KS':>7} {'n':>8}"
+        lines = [head, "-" * len(head)]
+        for r in self.rows:
+            lines.append(f"{r.component:32} {r.family[:44]:44} {r.mean_ms:8.4f} {r.p50_ms:8.4f} {r.p99_ms:8.4f} "
+                         f"{r.ks:7.4f} {r.n:8d}")
+        for f in self.flagged:
+            lines.append(f"FLAGGED {f}")
+        for e in self.errors:
+            lines.append(f"SKIPPED {e}")
+        for n in self.notes:
+            lines.append(f"note: {n}")
+        for c in self.checks:
+            meas = "/".join(f"{v:.3f}" for v in c.measured_ms)
+            sim = "/".join(f"{v:.3f}" for v in c.model_ms)
+            verdict = "ok" if c.within(0.10) else "OFF BY MORE THAN 10 %"
+            lines.append(f"check {c.run_id}: p50/p90/p99 measured {meas} ms, simulated {sim} ms: {verdict}")
+        if self.out is not None:
+            lines.append(f"wrote {self.out}")
+        return "\n".join(lines)
+
+
+def _row(name: str, dist: Distribution, fit: Any, runs: Sequence[str]) -> ComponentRow:
+    return ComponentRow(name, fit.family.name, dist.mean * 1e3, dist.quantile(0.5) * 1e3, dist.quantile(0.99) * 1e3,
+                        fit.aic, fit.gof.ks if fit.gof else float("nan"), fit.n, tuple(runs))
+
+
+def _fit_meta(comp: ComponentFit, runs: Sequence[str]) -> dict[str, Any]:
+    g = comp.gof[0]
+    return {"family": comp.best.family.name, "aic": round(comp.best.aic, 1), "ks": round(g.ks, 5),
+            "chi2_per_dof": round(g.chi2 / g.dof, 2), "n": comp.best.n, "runs": list(runs),
+            "runner_up": [f"{f.family.name} (dAIC {f.aic - comp.best.aic:.1f})"
+                          for f in comp.fits[1:] if f.aic >= comp.best.aic][:2],
+            **({"rejected": list(comp.rejected)} if comp.rejected else {})}
+
+
+def _spec(comp: ComponentFit, runs: Sequence[str], what: str) -> dict[str, Any]:
+    return spec_with_meta(comp.best.distribution, source=f"fitted by meshsim fit from runs {', '.join(runs)}: {what}",
+                          fit=_fit_meta(comp, runs))
+
+
+def _reference_payload(runs: Sequence[Run]) -> tuple[int, list[Run]]:
+    """The payload most runs share (ties: the smallest) and the runs at other payloads.
+
+    A pass fitted over runs of different payloads would convolve a pooled baseline with a pooled pass, which is
+    not the pool of the per-payload convolutions: decomposition stays within one payload."""
+    counts = Counter(r.manifest.setup.payload_bytes for r in runs)
+    ref = max(counts, key=lambda b: (counts[b], -b))
+    return ref, [r for r in runs if r.manifest.setup.payload_bytes != ref]
+
+
+def _choose_group(runs: Sequence[Run]) -> tuple[float | None, list[Run], list[Run]]:
+    """Reference rate group (most runs; ties: highest rate) and the other runs.
+
+    The decomposition assumes requests do not queue inside the proxies, which one connection guarantees: when
+    there are one-connection runs, only they form the reference group (runs with more connections still count
+    for the load dependence, where they show how passes share a worker's wake-up).
+    """
+    pool = [r for r in runs if r.manifest.load.connections == 1] or list(runs)
+    counts = Counter(r.qps for r in pool)
+    ref = max(counts, key=lambda q: (counts[q], q or 0.0))
+    group = [r for r in pool if r.qps == ref]
+    return ref, group, [r for r in runs if r not in group]
+
+
+def _features(d: Decomposition, defaults: Iterable[str], descriptions: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = sorted({n.split(".")[1] for n in d.components if n.startswith("feature.")})
+    for f in names:
+        comps = {side: d.components.get(f"feature.{f}.{side}") for side in ("inbound", "outbound", "pass")}
+        runs = sorted({r for side in comps for r in d.runs_of.get(f"feature.{f}.{side}", ())})
+        if comps["pass"] is not None:
+            per_pass: Any = _spec(comps["pass"], d.runs_of[f"feature.{f}.pass"], f"{f} increment per pass")
+        else:
+            inbound = comps["inbound"]
+            assert inbound is not None
+            spec_in = _spec(inbound, d.runs_of[f"feature.{f}.inbound"], f"{f} increment per inbound pass")
+            outbound = comps["outbound"]
+            spec_out = (_spec(outbound, d.runs_of[f"feature.{f}.outbound"], f"{f} increment per outbound pass")
+                        if outbound is not None else dict(spec_in, source=spec_in["source"] + " (no both-sidecars "
+                                                         "run: outbound assumed equal to inbound)"))
+            per_pass = {"inbound_request": spec_in, "inbound_response": spec_in,
+                        "outbound_request": spec_out, "outbound_response": spec_out}
+        out[f] = {"default": f in set(defaults), "description": descriptions.get(f, f"{f} (fitted increment)"),
+                  "per_pass": per_pass, "source": f"fitted from runs {', '.join(runs)}"}
+    return out
+
+
+def fit_runs(
+    run_dirs: Sequence[str | Path],
+    mesh: str,
+    out: str | Path | None,
+    report_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    *,
+    include_flagged: bool = False,
+    default_features: Iterable[str] = (),
+    feature_descriptions: Mapping[str, str] | None = None,
+    families: Sequence[Family] | None = None,
+    version: str | None = None,
+    description: str | None = None,
+    refine: bool = False,
+    check: bool = False,
+) -> FitSummary:
+    """Fit a mesh model from run folders; writes ``out`` (atomically) unless it is None.
+
+    ``refine``: afterwards move the pass shifts until the simulator, driven by the runs' own fortio workload,
+    reproduces their means (simulation-based refinement). ``check``: simulate every run with the written model
+    and report measured vs simulated p50/p90/p99 in the summary.
+    """
+    say = progress or (lambda _m: None)
+    batch = load_runs(run_dirs, progress=say)
+    summary = FitSummary(mesh, None, [], errors=list(batch.errors))
+    usable = []
+    for run in batch.runs:
+        if run.status != "ok":
+            why = "; ".join(run.quality.reasons) or f"manifest status {run.manifest.status}"
+            verdict = "FITTED (--include-flagged)" if include_flagged else "not fitted (use --include-flagged)"
+            summary.flagged.append(f"{run.id}: {run.status}: {why} -> {verdict}")
+            if not include_flagged:
+                continue
+        usable.append(run)
+    if not usable:
+        problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
+        raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
+    payload, other_payload = _reference_payload(usable)
+    if other_payload:
+        note = (f"runs at payloads other than {payload} B not used for the passes (the per-KB cost is not fitted): "
+                + ", ".join(r.id for r in other_payload))
+        say(note)
+        summary.notes.append(note)
+        usable = [r for r in usable if r not in other_payload]
+    ref_qps, ref_runs, other_runs = _choose_group(usable)
+    if other_runs:
+        say(f"reference rate {ref_qps} qps, one connection; {len(other_runs)} other runs (other rates or more "
+            "connections) used for load dependence")
+    workers = Counter(r.manifest.setup.proxy_workers for r in usable if r.manifest.setup.proxy_workers)
+    n_workers = workers.most_common(1)[0][0] if workers else 2
+    extra = load_dependence.baseline_dependence(usable)
+    fams = families or candidates()
+    decomp = decompose(ref_runs, fams, say)
+    replay = load_dependence.wake_runs(usable)
+    if other_runs and replay:
+        import tempfile
+
+        from meshsim.calibrate.load.wake_gaps import simulate_gaps
+
+        first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_qps, other_runs, [], [],
+                          default_features, feature_descriptions, version, description)
+        say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
+        with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
+            gaps = simulate_gaps(first, replay, Path(work), progress=say)
+        load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, extra)
+        if extra.cold is not None:
+            say("fitting the passes again with the reference rate's wake-ups as known parts")
+            decomp = decompose(ref_runs, fams, say, cold=extra.cold)
+    summary.decomposition = decomp
+    model = _assemble(mesh, decomp, extra, usable, n_workers, ref_qps, other_runs, summary.notes, summary.flagged,
+                      default_features, feature_descriptions, version, description)
+    comps = decomp.components
+    summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
+                             decomp.baseline_runs))
+    for name, comp in comps.items():
+        summary.rows.append(_row(name, comp.best.distribution, comp.best, decomp.runs_of[name]))
+    summary.model = model
+    if out is not None:
+        summary.out = write_model(model, out)
+    if (refine or check) and summary.out is not None:
+        import tempfile
+
+        from meshsim.calibrate.fit import sim_check as simcheck
+
+        with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
+            if refine:
+                changes = simcheck.refine(summary.out, ref_runs, summary.out, Path(work), progress=say)
+                summary.notes.append("refined by simulation: pass shift changes (ms) " +
+                                     ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
+            if check:
+                summary.checks = simcheck.simulate_runs(summary.out, ref_runs, Path(work), progress=say)
+    if report_dir is not None:
+        from meshsim.calibrate.fit.fit_report import write_report
+
+        summary.report_files = write_report(decomp, Path(report_dir), say)
+    return summary
+
+
+def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
+              ref_qps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
+              default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
+              description: str | None) -> dict[str, Any]:
+    """The mesh model (schema meshsim/mesh/v1) from a decomposition and what runs at other rates added."""
+    notes.extend(decomp.notes)
+    comps = decomp.components
+
+    limits = {r.manifest.setup.proxy_cpu_limit for r in usable}
+    cpu_limit = limits.pop() if len(limits) == 1 else None
+    sources = {r.id: r.manifest.provenance for r in usable}
+    proxy = None
+    if "proxy.inbound_pass" in comps or "proxy.pass" in comps:
+        proxy = proxy_skeleton(mesh, n_workers, cpu_limit, "workers and cpu_limit from the run manifests; "
+                               "header_bytes and per_kb_ms not identified (one payload size): pass times include "
+                               "the payload of the runs")
+        if "proxy.pass" in comps:
+            spec = _spec(comps["proxy.pass"], decomp.runs_of["proxy.pass"], "one pass of the sidecar proxy")
+            proxy["passes"] = {k: spec for k in ("inbound_request", "inbound_response", "outbound_request",
+                                                 "outbound_response")}
+        else:
+            spec_in = _spec(comps["proxy.inbound_pass"], decomp.runs_of["proxy.inbound_pass"],
+                            "one pass of the server-side sidecar (request and response passes i.i.d.)")
+            if "proxy.outbound_pass" in comps:
+                spec_out = _spec(comps["proxy.outbound_pass"], decomp.runs_of["proxy.outbound_pass"],
+                                 "one pass of the client-side sidecar (request and response passes i.i.d.)")
+            else:
+                spec_out = dict(spec_in, source=spec_in["source"] + " (no both-sidecars run: outbound = inbound)")
+            proxy["passes"] = {"inbound_request": spec_in, "inbound_response": spec_in,
+                               "outbound_request": spec_out, "outbound_response": spec_out}
+    lb = None
+    if "load_balancer.pass" in comps:
+        spec = _spec(comps["load_balancer.pass"], decomp.runs_of["load_balancer.pass"], "one pass of the proxy LB")
+        lb = {**proxy_skeleton(mesh, n_workers, None, "fitted proxy-LB passes"), "policy": "round_robin",
+              "passes": {"request": spec, "response": spec}}
+        lb.pop("placement", None)
+        lb.pop("header_bytes", None)
+        lb.pop("per_kb_ms", None)
+    features = _features(decomp, default_features, feature_descriptions or {})
+    cpu = load_dependence.cpu(usable, decomp, extra.notes)
+    notes.extend(extra.notes)
+    if any(n in comps for n in ("proxy.inbound_pass", "proxy.outbound_pass", "load_balancer.pass")):
+        notes.append("a proxy's request and response passes are fitted as i.i.d. (end-to-end latencies "
+                             "cannot tell them apart)")
+    if not other_runs:
+        notes.append(f"all runs at {ref_qps} qps: no load dependence can be fitted; the passes hold "
+                             "whatever wake-up cost that rate implies")
+    if proxy is not None and extra.wakeup is not None:
+        proxy["wakeup"] = extra.wakeup
+    fractions = load_dependence.cpu_fractions(cpu, decomp, notes, extra.cpu_without_wake)
+    for section, block in (("proxy", proxy), ("load_balancer", lb)):
+        if block is not None and section in fractions:
+            block["cpu_fraction"], why = fractions[section]
+            block["source"] = f"{block['source']}; {why}"
+        elif block is not None:
+            notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
+                                 "(the default 1 treats every pass as CPU work)")
+    gof = {"baseline": {**decomp.baseline.summary(), "runs": list(decomp.baseline_runs)}}
+    gof.update({name: _fit_meta(c, decomp.runs_of[name]) for name, c in comps.items()})
+    calibration = {
+        "fitted_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "fitted_from": [r.id for r in usable],
+        "reference_qps": ref_qps,
+        "method": METHOD,
+        "goodness_of_fit": gof,
+        "baseline": spec_with_meta(decomp.baseline.distribution, source="network + app of the baseline runs "
+                                   f"{', '.join(decomp.baseline_runs)} (for a matching topology)"),
+        "flagged_runs": flagged,
+        "cpu": cpu,
+        **({"baseline_wakeup": extra.baseline_wakeup} if extra.baseline_wakeup else {}),
+        "notes": "; ".join(notes) or "none",
+    }
+    versions = sorted({r.manifest.setup.mesh_version for r in usable if r.manifest.setup.mesh_version})
+    model = build_model(
+        name=mesh,
+        version=version or (versions[0] if len(versions) == 1 else ", ".join(versions)),
+        description=description or f"{mesh} fitted by meshsim fit from {len(usable)} runs at {ref_qps} qps.",
+        sources=sources, proxy=proxy, features=features, load_balancer=lb, calibration=calibration,
+    )
+    return model

@@ -1,0 +1,62 @@
+"""The idle gaps each calibration run's proxy workers found, from a simulation of the run's own setup.
+
+Whether a pass finds its worker idle, and for how long, depends on everything the run did: the rate, how many
+connections fortio opened and that they fire together, how connections map to workers, how long the request spent
+downstream. Rather than approximate that by formulas, each run is replayed in the simulator (the first-pass model:
+fitted passes and baseline, no wake-up yet) and every pass's idle gap is recorded (0 when the worker was busy).
+The gaps depend on the pass times only weakly (they are short next to the gaps that matter), so one pass suffices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.fit.model_file import write_model
+from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, calibration_topology, run_features
+
+MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class RunGaps:
+    requests: int
+    gaps: dict[str, np.ndarray]  # proxy component -> the idle gap of every pass through it
+
+
+def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
+                  progress: Callable[[str], None] | None = None) -> dict[str, RunGaps]:
+    """Run id -> idle gaps of its proxies' passes, for every run with sidecars that the simulator can replay."""
+    from meshsim.catalog import load_mesh, load_topology
+    from meshsim.scenario import build_scenario
+    from meshsim.sim.engine import Horizon, run_replication
+    from meshsim.workload import FortioLoad, Workload
+
+    work.mkdir(parents=True, exist_ok=True)
+    topology = load_topology(str(calibration_topology(model, work)))
+    mesh = load_mesh(str(write_model(model, work / "first-pass.yaml")))
+    if mesh.proxy is None:
+        return {}
+    out: dict[str, RunGaps] = {}
+    for run in runs:
+        scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
+        if scope in (None, "none") or not run.qps:
+            continue
+        setup, load = run.manifest.setup, run.manifest.load
+        proxy = replace(mesh.proxy, workers=setup.proxy_workers or mesh.proxy.workers, cpu_limit=setup.proxy_cpu_limit)
+        scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
+        qps = float(run.qps)
+        duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / qps, 0.5))
+        workload = Workload(FortioLoad(qps, load.connections, load.uniform, load.jitter, load.nocatchup))
+        result = run_replication(scenario, workload, Horizon(duration, 0.0), seed, 0, observe_gaps=True)
+        gaps = {c: u.idle_gaps for c, u in result.usage.items()
+                if c.endswith("/sidecar") and u.idle_gaps is not None and u.idle_gaps.size}
+        out[run.id] = RunGaps(max(result.completed, 1), gaps)
+        if progress:
+            busy = {c: f"{np.mean(g > 0) * 100:.0f}% of passes woke an idle worker" for c, g in gaps.items()}
+            progress(f"replayed {run.id} for its workers' idle gaps: {busy}")
+    return out

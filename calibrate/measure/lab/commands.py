@@ -1,0 +1,163 @@
+"""The lab's library entry points, one per CLI command: ``lab_up``, ``lab_probe``, ``lab_down``, ``lab_run``.
+
+``lab_up`` daemonises a supervisor (``meshsim.calibrate.measure.lab.daemon``) so the lab keeps running after the CLI exits;
+its state (pids, ports, commands) lives in ``state.json`` under the lab folder (default ``.meshsim-lab/``), which
+``lab_probe`` and ``lab_down`` read. ``lab_run`` does up -> probes -> down inside one process and needs no daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from meshsim.errors import Interrupted, MeshsimError, RunFailed
+
+from meshsim.calibrate.measure.lab.daemon import SPEC_FILE
+from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, read_state_data
+from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeResult, ProbeSettings, probe
+from meshsim.calibrate.measure.lab.spec import LabSpec
+from meshsim.calibrate.measure.lab.supervisor import pid_alive, pid_start_ticks
+
+DEFAULT_LAB_DIR = Path(".meshsim-lab")
+UP_TIMEOUT_S = 40.0
+DOWN_TIMEOUT_S = 15.0
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _daemon_alive(data: dict) -> bool:
+    pid = data.get("daemon_pid")
+    return bool(pid) and pid_alive(int(pid)) and pid_start_ticks(int(pid)) == data.get("daemon_start_ticks")
+
+
+def _alive(processes: list[dict]) -> list[int]:
+    """Recorded pids that still run the same process (same start time: pids get reused)."""
+    return [p["pid"] for p in processes if pid_alive(p["pid"]) and pid_start_ticks(p["pid"]) == p.get("start_ticks")]
+
+
+def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP_TIMEOUT_S) -> LabState:
+    """Start a detached lab supervisor; return once every process listens (RunFailed with its reason otherwise)."""
+    lab_dir = Path(lab_dir).resolve()
+    existing = read_state_data(lab_dir)
+    if existing and (_daemon_alive(existing) or _alive(existing.get("processes") or [])):
+        raise MeshsimError(f"--state-dir {lab_dir}: a lab is already up there (supervisor pid "
+                           f"{existing.get('daemon_pid')}); run `meshsim lab down --state-dir {lab_dir}` first")
+    lab_dir.mkdir(parents=True, exist_ok=True)
+    (lab_dir / STATE_FILE).unlink(missing_ok=True)
+    (lab_dir / SPEC_FILE).write_text(json.dumps(spec.to_dict()), encoding="utf-8")
+    with open(lab_dir / "daemon.log", "ab") as log:
+        daemon = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "meshsim.calibrate.measure.lab.daemon", "--lab-dir", str(lab_dir)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+            # not the caller's cwd: run from a source checkout, `-m` would import its meshsim/ folder, which
+            # holds only the CLI (the installed package maps calibrate/ and sim/ under meshsim.)
+            cwd=lab_dir,
+        )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            data = read_state_data(lab_dir)
+            if data and data.get("status") == "ready":
+                return LabState.from_dict(data)
+            if data and data.get("status") == "failed":
+                daemon.wait(timeout=DOWN_TIMEOUT_S)
+                raise RunFailed(data.get("error") or f"lab up failed; see {lab_dir / 'daemon.log'}")
+            if daemon.poll() is not None:
+                raise RunFailed(f"lab up: the supervisor exited with code {daemon.returncode}; "
+                                f"see {lab_dir / 'daemon.log'}")
+            if time.monotonic() > deadline:
+                daemon.send_signal(signal.SIGTERM)
+                daemon.wait(timeout=DOWN_TIMEOUT_S)
+                raise RunFailed(f"lab up: not ready within {timeout_s:.0f} s; see {lab_dir / 'daemon.log'}")
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=DOWN_TIMEOUT_S)
+        raise Interrupted("lab up interrupted; the lab was stopped") from None
+
+
+def read_lab(lab_dir: Path = DEFAULT_LAB_DIR) -> LabState:
+    """The state of a lab started by ``lab_up`` (MeshsimError when there is none)."""
+    lab_dir = Path(lab_dir).resolve()
+    data = read_state_data(lab_dir)
+    if data is None or data.get("status") != "ready":
+        status = "no lab" if data is None else f"lab status {data.get('status')!r}"
+        raise MeshsimError(f"--state-dir {lab_dir}: {status}; start one with `meshsim lab up --state-dir {lab_dir}`")
+    return LabState.from_dict(data)
+
+
+def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
+    return probe(read_lab(lab_dir), settings, Path(out_dir))
+
+
+def lab_down(lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = DOWN_TIMEOUT_S) -> list[int]:
+    """Stop the lab's supervisor, then make sure every pid it recorded is gone; return the pids that were stopped."""
+    lab_dir = Path(lab_dir).resolve()
+    data = read_state_data(lab_dir)
+    if data is None:
+        return []  # nothing was up: down is idempotent
+    processes = [p for p in data.get("processes") or []]
+    daemon_pid = data.get("daemon_pid")
+    if _daemon_alive(data):
+        os.kill(int(daemon_pid), signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while pid_alive(int(daemon_pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    # A supervisor that crashed or was killed leaves its children: stop those by pid (same start time = same process).
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _alive(processes):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and _alive(processes):
+            time.sleep(0.05)
+    left = _alive(processes)
+    if _daemon_alive(data):
+        left.append(int(daemon_pid))
+    if left:
+        raise RunFailed(f"lab down: pids still alive after SIGKILL: {left}")
+    (lab_dir / STATE_FILE).unlink(missing_ok=True)
+    return [p["pid"] for p in processes] + ([int(daemon_pid)] if daemon_pid else [])
+
+
+def lab_run(
+    spec: LabSpec,
+    probes: Sequence[ProbeSettings],
+    out_dir: Path = DEFAULT_OUT,
+    lab_dir: Path | None = None,
+    progress: Progress | None = _stderr,
+) -> list[ProbeResult]:
+    """Up -> each probe -> down in this process; runs already stored stay stored when a later one fails."""
+    results: list[ProbeResult] = []
+    with tempfile.TemporaryDirectory(prefix="meshsim-lab-") as tmp:
+        lab = Lab(spec, Path(lab_dir) if lab_dir else Path(tmp))
+        try:
+            state = lab.up()
+            if progress:
+                progress(f"lab up: {spec.topology} {spec.mode}, {len(state.processes)} processes, entry {state.entry_url}")
+            for index, settings in enumerate(probes, 1):
+                result = probe(state, settings, Path(out_dir))
+                results.append(result)
+                if progress:
+                    s = result.summary()
+                    progress(f"probe {index}/{len(probes)}: {settings.qps:g} qps c={settings.connections} "
+                             f"{settings.payload_bytes} B -> p50 {s['p50_ms']} p90 {s['p90_ms']} p99 {s['p99_ms']} ms "
+                             f"[{s['status']}] {result.folder}")
+        except KeyboardInterrupt:
+            raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}") from None
+        finally:
+            lab.down()
+    return results

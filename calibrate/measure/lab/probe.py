@@ -1,0 +1,293 @@
+"""One probe of a running lab: real ``fortio load`` against the lab's entry, CPU per process from /proc, a run folder.
+
+A probe is failed (RunFailed, nothing stored) when fortio exits non-zero, when more than ``max_error_fraction`` of
+its requests got a non-2xx code or a socket error, or when any lab process is not running before or after the load.
+A probe that could not reach the requested rate is stored with status ``saturated``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from meshsim.errors import Interrupted, MeshsimError, RunFailed
+from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.tools import find_binary
+
+from meshsim.calibrate.measure.lab.envoy_config import ZIPKIN_FLUSH_MS
+from meshsim.calibrate.measure.lab.running import LabState
+from meshsim.calibrate.measure.lab.processes import component_of
+from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, rss_mb_of
+
+RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
+DEFAULT_MAX_ERROR_FRACTION = 0.001
+SATURATION_RATIO = 0.95  # achieved/requested qps below this: the lab could not carry the load
+DEFAULT_OUT = Path("measurements") / "lab"
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    qps: float = 200.0
+    connections: int = 1
+    duration_s: float = 5.0
+    payload_bytes: int = 0
+    uniform: bool = False
+    jitter: bool = False
+    nocatchup: bool = False
+    max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
+
+    def __post_init__(self) -> None:
+        if self.qps < 0:
+            raise MeshsimError(f"--qps: must be >= 0 (0 = as fast as possible), got {self.qps}")
+        if self.connections < 1:
+            raise MeshsimError(f"--connections: must be >= 1, got {self.connections}")
+        if not self.duration_s > 0:
+            raise MeshsimError(f"--duration: must be > 0 seconds, got {self.duration_s}")
+        if self.payload_bytes < 0 or self.payload_bytes > 256 * 1024:
+            raise MeshsimError(f"--payload: must be 0..262144 bytes (fortio echo limit), got {self.payload_bytes}")
+        if not 0 <= self.max_error_fraction < 1:
+            raise MeshsimError(f"--max-errors: must be a fraction in [0, 1), got {self.max_error_fraction}")
+
+    @property
+    def expected_calls(self) -> int | None:
+        """fortio's exact call count for -qps Q -t D -c C: int(Q*D) split evenly over the connections."""
+        if self.qps <= 0:
+            return None
+        return int(self.qps * self.duration_s) // self.connections * self.connections
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    folder: Path
+    manifest: RunManifest
+    result: Mapping[str, Any]
+
+    def percentiles_ms(self) -> dict[str, float]:
+        out = {}
+        for p in self.result["DurationHistogram"].get("Percentiles") or []:
+            out[f"p{p['Percentile']:g}".replace(".", "")] = round(p["Value"] * 1000, 4)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        pct = self.percentiles_ms()
+        return {"folder": str(self.folder), "status": self.manifest.status,
+                "p50_ms": pct.get("p50"), "p90_ms": pct.get("p90"), "p99_ms": pct.get("p99"),
+                "achieved_qps": round(float(self.result.get("ActualQPS", 0.0)), 2)}
+
+
+def fortio_argv(fortio: Path, url: str, s: ProbeSettings, json_out: Path, access_log: Path,
+                extra: Sequence[str] = (), label: str = "meshsim lab") -> list[str]:
+    argv = [str(fortio), "load", "-qps", f"{s.qps:g}", "-c", str(s.connections), "-t", f"{s.duration_s:g}s",
+            "-r", f"{RESOLUTION_S:g}", "-json", str(json_out), "-access-log-file", str(access_log),
+            "-p", "50,75,90,99,99.9", "-loglevel", "warning", "-labels", label]
+    argv += [flag for flag, on in (("-uniform", s.uniform), ("-jitter", s.jitter), ("-nocatchup", s.nocatchup)) if on]
+    return [*argv, *extra, url]
+
+
+def target_url(entry_url: str, payload_bytes: int) -> str:
+    return f"{entry_url}/echo" + (f"?size={payload_bytes}" if payload_bytes else "")
+
+
+def error_fraction(result: Mapping[str, Any]) -> tuple[float, int, int]:
+    """(fraction, errors, total) from fortio's RetCodes: non-2xx codes and socket errors (code -1) are errors."""
+    codes = {int(k): int(v) for k, v in (result.get("RetCodes") or {}).items()}
+    total = sum(codes.values())
+    errors = sum(v for k, v in codes.items() if not 200 <= k < 300)
+    return (errors / total if total else 1.0), errors, total
+
+
+@dataclass(frozen=True)
+class FortioRun:
+    result: dict[str, Any]
+    access_log: Path
+    argv: list[str]
+    cpu_seconds: float  # fortio's own user+system CPU (rusage)
+    max_rss_mb: float
+
+
+def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extra: Sequence[str] = (),
+               label: str = "meshsim lab") -> FortioRun:
+    """Run fortio load and return its result JSON, access log, command line and own resource use."""
+    json_out, access = work / "fortio.json", work / "access.jsonl"
+    argv = fortio_argv(fortio, url, settings, json_out, access, extra, label)
+    with open(work / "fortio.log", "wb") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)  # rusage: the load generator's own CPU
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait(timeout=5)
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 or not json_out.exists():
+        tail = (work / "fortio.log").read_text(errors="replace").strip().splitlines()[-2:]
+        raise RunFailed(f"lab probe: fortio load exited with code {proc.returncode} against {url}: {' | '.join(tail)}")
+    return FortioRun(json.loads(json_out.read_text()), access, argv, usage.ru_utime + usage.ru_stime,
+                     usage.ru_maxrss / 1024)
+
+
+def _cpu_snapshot(state: LabState) -> dict[str, float | None]:
+    return {p.name: cpu_seconds_of(p.pid) for p in state.processes}
+
+
+def _check_processes(state: LabState, when: str) -> None:
+    stopped = [p for p in state.processes if not p.alive()]
+    if stopped:
+        names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped)
+        raise RunFailed(f"lab probe: {when}: not running: {names}; the lab is broken, nothing stored "
+                        f"(meshsim lab down, then up again)")
+
+
+def collector_spans(state: LabState) -> int | None:
+    if state.collector_port is None:
+        return None
+    with urllib.request.urlopen(f"http://127.0.0.1:{state.collector_port}/stats", timeout=2) as resp:  # noqa: S310
+        return int(json.load(resp)["spans"])
+
+
+def _wait_for_span_export(state: LabState, limit_s: float = 5.0) -> None:
+    """Span export finishes after the last response: wait until the count holds still for longer than a flush
+    interval (a last batch smaller than the flush size waits for the reporter's timer)."""
+    settle_s = ZIPKIN_FLUSH_MS / 1000 + 0.3
+    time.sleep(settle_s)
+    deadline = time.monotonic() + limit_s
+    last = collector_spans(state)
+    while time.monotonic() < deadline:
+        time.sleep(settle_s)
+        now = collector_spans(state)
+        if now == last:
+            return
+        last = now
+
+
+def machine_where(state: LabState) -> dict[str, Any]:
+    cpu_model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"host": socket.gethostname(), "cpu_model": cpu_model, "cpus": os.cpu_count(),
+            "kernel": platform.release(), "os": platform.platform(terse=True),
+            "envoy_version": state.versions.get("envoy", ""), "fortio_version": state.versions.get("fortio", ""),
+            "network": "loopback 127.0.0.1"}
+
+
+def portable_command(argv: list[str], places: Mapping[str, str]) -> str:
+    """A command line without this machine's absolute paths: binaries by name, known folders as placeholders."""
+    binary = 3 if Path(argv[0]).name == "taskset" else 0  # taskset -c LIST binary ...
+    out = []
+    for index, arg in enumerate(argv):
+        if index in (0, binary) and arg.startswith("/"):
+            arg = Path(arg).name
+        for folder, placeholder in places.items():
+            arg = arg.replace(folder, placeholder)
+        out.append(arg)
+    return shlex.join(out)
+
+
+def _run_id(state: LabState, s: ProbeSettings, when: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(when)) + f"{int(when * 1000) % 1000:03d}"
+    spec = state.spec
+    return f"lab-{spec.topology}-{spec.mode}-q{s.qps:g}-c{s.connections}-b{s.payload_bytes}-{stamp}"
+
+
+def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
+    """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run."""
+    fortio = find_binary("fortio")
+    url = target_url(state.entry_url, settings.payload_bytes)
+    _check_processes(state, "before the load")
+    spans_before = collector_spans(state)
+    with tempfile.TemporaryDirectory(prefix="meshsim-probe-") as tmp:
+        work = Path(tmp)
+        started = time.time()
+        cpu_before = _cpu_snapshot(state)
+        try:
+            run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}")
+            result, access, argv = run.result, run.access_log, run.argv
+            if state.collector_port is not None:
+                _wait_for_span_export(state)
+        except KeyboardInterrupt:
+            raise Interrupted("lab probe interrupted; nothing stored for this run") from None
+        cpu_after = _cpu_snapshot(state)
+        cpu_window_s = time.time() - started
+        fraction, errors, total = error_fraction(result)
+        _check_processes(state, "after the load")
+        if fraction > settings.max_error_fraction:
+            codes = result.get("RetCodes")
+            raise RunFailed(f"lab probe: {errors} of {total} requests failed (codes {codes}) against {url}, above "
+                            f"--max-errors {settings.max_error_fraction:g}; nothing stored")
+        spans_after = collector_spans(state)
+        cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
+        memory: dict[str, float] = {"client/app": round(run.max_rss_mb, 1)}
+        for proc in state.processes:
+            key = component_of(proc.name)  # replicas add up under one component
+            before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
+            if before is not None and after is not None:
+                cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
+            rss = rss_mb_of(proc.pid)
+            if rss is not None:
+                memory[key] = round(memory.get(key, 0.0) + rss, 1)
+        achieved = float(result.get("ActualQPS") or 0.0)
+        saturated = settings.qps > 0 and achieved < SATURATION_RATIO * settings.qps
+        spec = state.spec
+        notes = [f"lab {spec.topology} mode {spec.mode}; entry {state.entry_url}"]
+        if spans_before is not None and spans_after is not None:
+            calls = int(result["DurationHistogram"]["Count"]) + settings.connections  # + fortio's warm-up calls
+            notes.append(f"collector received {spans_after - spans_before} spans for {calls} requests (incl. warm-up)")
+        done = int(result["DurationHistogram"]["Count"])
+        if settings.expected_calls is not None and done < settings.expected_calls:
+            notes.append(f"fortio completed {done} of {settings.expected_calls} planned calls (fell behind at the end)")
+        if saturated:
+            notes.append(f"saturated: achieved {achieved:.1f} of {settings.qps:g} qps requested")
+        notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
+                     "(client/app: fortio's rusage); memory_mb: resident set size after the load "
+                     "(client/app: fortio's peak RSS)")
+        if state.cpu_limit_backend:
+            notes.append(f"cpu limit via {state.cpu_limit_backend}")
+        places = {str(work): "$RUN", state.lab_dir: "$LAB"}
+        commands = "\n".join(f"{p.name}: {portable_command(p.command, places)}" for p in state.processes)
+        provenance = (f"meshsim lab probe on host {machine_where(state)['host']} "
+                      f"($RUN = the probe's temp folder, $LAB = the lab folder)\n"
+                      f"load: {portable_command(argv, places)}\n"
+                      f"lab processes (started {state.started_at}):\n{commands}")
+        manifest = RunManifest(
+            id=_run_id(state, settings, started),
+            source="lab",
+            provenance=provenance,
+            when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            where=machine_where(state),
+            setup=Setup(mesh=spec.mesh, path=spec.path, features=spec.features, topology=spec.topology,
+                        mesh_version=f"envoy {state.versions['envoy']}" if spec.has_proxies else "",
+                        proxy_workers=spec.workers if spec.has_proxies else None,
+                        proxy_cpu_limit=spec.cpu_limit, replicas=max(s.replicas for s in spec.services),
+                        payload_bytes=settings.payload_bytes),
+            load=LoadSettings(generator="fortio", qps=settings.qps, connections=settings.connections,
+                              duration_s=settings.duration_s, uniform=settings.uniform, jitter=settings.jitter,
+                              nocatchup=settings.nocatchup, resolution_s=RESOLUTION_S, url=url),
+            cpu_seconds=cpu,
+            memory_mb=memory,
+            status="saturated" if saturated else "ok",
+            notes="; ".join(notes),
+        )
+        folder = out_dir / manifest.id
+        suffix = 1
+        while folder.exists():
+            suffix += 1
+            folder = out_dir / f"{manifest.id}-{suffix}"
+        # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
+        raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
+        write_run(folder, manifest, raw, access if access.exists() else None)
+    return ProbeResult(folder, manifest, result)

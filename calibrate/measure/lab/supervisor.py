@@ -1,0 +1,240 @@
+"""The lab's process supervisor: starts, holds and stops the real processes of a lab by pid.
+
+Envoy exits when the process that launched it exits, so the supervisor must be the long-lived launcher: it keeps the
+``Popen`` objects, stops each child by its own pid (SIGTERM, then SIGKILL after a grace period) on ``stop_all``,
+on Ctrl-C and on errors, and verifies afterwards that no pid it started is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from meshsim.errors import RunFailed
+
+from meshsim.calibrate.measure.lab.cpulimit import CpuLimiter
+
+STOP_GRACE_S = 3.0
+
+
+_handed_out: set[int] = set()
+LOWEST_PORT = 10000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now and not handed out before by this process.
+
+    Preferably below the kernel's ephemeral range: a port the kernel gives for binding port 0 comes from the range
+    it also uses for outgoing connections, and on a busy machine one of those can take it before the lab binds it.
+    Falls back to binding port 0.
+    """
+    low, _ = _ephemeral_range()
+    if low - LOWEST_PORT > 1000:
+        rng = random.Random()
+        for _ in range(100):
+            port = rng.randint(LOWEST_PORT, low - 1)
+            if port not in _handed_out and _bindable(port):
+                _handed_out.add(port)
+                return port
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise RunFailed("lab: no free TCP port on 127.0.0.1")
+
+
+def port_clash(message: str) -> bool:
+    """True when a start failed because another process took a planned port first (worth retrying)."""
+    return "address already in use" in message.lower()
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def pid_start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot: with the pid it identifies one process (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_seconds_of(pid: int) -> float | None:
+    """utime + stime of a live process from /proc/PID/stat, in seconds (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb_of(pid: int) -> float | None:
+    """Resident set size of a live process from /proc/PID/status, in MB (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class Managed:
+    """One process the supervisor started."""
+
+    name: str  # component name, e.g. "s1/sidecar", "lb:server", "collector"
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log: Path
+    start_ticks: int | None
+    cgroup: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass
+class Supervisor:
+    """Holds every process of one lab; ``stop_all`` leaves nothing running (checked by pid)."""
+
+    log_dir: Path
+    cpu_limiter: CpuLimiter | None = None
+    processes: list[Managed] = field(default_factory=list)
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cpus: str | None = None,
+        cpu_limit: float | None = None,
+    ) -> Managed:
+        """Start ``argv`` (optionally under ``taskset -c cpus`` and a CPU quota) and hold it."""
+        full = [*(["taskset", "-c", cpus] if cpus else []), *argv]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_dir / (name.replace("/", "_").replace(":", "_") + ".log")
+        with open(log, "ab") as out:
+            try:
+                popen = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
+                    full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True
+                )
+            except OSError as exc:
+                raise RunFailed(f"lab: cannot start {name} ({shlex.join(full)}): {exc.strerror or exc}") from None
+        managed = Managed(name, full, popen, log, pid_start_ticks(popen.pid))
+        self.processes.append(managed)
+        if cpu_limit is not None:
+            if self.cpu_limiter is None:
+                raise RunFailed(f"lab: --cpu-limit given but no CPU limiter for {name}")
+            managed.cgroup = self.cpu_limiter.limit(name, popen.pid, cpu_limit)
+        return managed
+
+    def by_name(self, name: str) -> Managed:
+        for managed in self.processes:
+            if managed.name == name:
+                return managed
+        raise KeyError(name)
+
+    def dead(self) -> list[Managed]:
+        """Processes that have exited (a lab with any of these is broken)."""
+        return [m for m in self.processes if m.popen.poll() is not None]
+
+    def check_alive(self) -> None:
+        gone = self.dead()
+        if gone:
+            first = gone[0]
+            tail = _tail(first.log)
+            raise RunFailed(
+                f"lab: {first.name} (pid {first.pid}) exited with code {first.popen.returncode}; log {first.log}: {tail}"
+            )
+
+    def stop_all(self, grace_s: float = STOP_GRACE_S) -> list[int]:
+        """SIGTERM every child by pid (reverse start order), SIGKILL stragglers; return pids still alive (none)."""
+        for managed in reversed(self.processes):
+            if managed.popen.poll() is None:
+                try:
+                    os.kill(managed.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace_s
+        for managed in self.processes:
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                managed.popen.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.kill(managed.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                managed.popen.wait(timeout=grace_s)
+        left = [m.pid for m in self.processes if pid_alive(m.pid)]
+        if self.cpu_limiter is not None:
+            self.cpu_limiter.cleanup()
+        return left
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:]) if text else "(empty log)"
+
+
+def wait_for_port(port: int, timeout_s: float, supervisor: Supervisor, what: str) -> None:
+    """Wait until something accepts TCP connections on 127.0.0.1:port, failing fast when a child died."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        supervisor.check_alive()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RunFailed(f"lab: {what} did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
+        time.sleep(0.05)

@@ -1,0 +1,147 @@
+"""The lab validation loop: calibrate on one connection at low rates, measure runs the calibration never saw, validate.
+
+Held-out runs differ from the calibration in what the model must extrapolate: more connections (pinned workers
+queue behind each other), higher rates (less wake-up cost), a CPU-limited proxy driven past saturation (service
+demand vs quota), a longer chain (chain5) and Bookinfo's call graph (productpage -> details, reviews -> ratings);
+the forwarding apps' cost comes from a baseline run of the same topology, which is marked ``topology`` and not
+counted. Everything is real: fortio load, Envoy sidecars, loopback only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from meshsim.errors import MeshsimError
+
+from meshsim.calibrate.validation.compare import Validation, validate_runs
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One lab setup and the probes run on it: (qps, connections) pairs."""
+
+    topology: str
+    mode: str
+    probes: tuple[tuple[float, int], ...]
+    workers: int = 2
+    cpu_limit: float | None = None
+
+
+@dataclass(frozen=True)
+class LabValidationPlan:
+    calibration_rates: tuple[float, ...] = (200.0, 500.0)
+    calibration_stages: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single", "server-sidecar"),
+                                                       ("single", "sidecar"))
+    payload_bytes: int = 1024
+    calibration_duration_s: float = 2.0
+    duration_s: float = 3.0
+    held_out: tuple[HeldOut, ...] = field(default_factory=tuple)
+    repeats: int = 2  # each held-out setup is measured this many times: the spread is the measurement's own floor
+
+
+FULL_PLAN = LabValidationPlan(
+    calibration_rates=(200.0, 500.0, 1000.0),
+    calibration_duration_s=3.0,
+    held_out=(
+        HeldOut("single", "sidecar", ((1000.0, 4), (2000.0, 4), (2000.0, 16))),
+        HeldOut("single", "sidecar", ((300.0, 4), (1000.0, 4), (3000.0, 4)), workers=1, cpu_limit=0.1),
+        HeldOut("chain5", "baseline", ((200.0, 1), (500.0, 4))),
+        HeldOut("chain5", "sidecar", ((200.0, 1), (500.0, 4))),
+        HeldOut("bookinfo", "baseline", ((200.0, 1), (500.0, 4))),
+        HeldOut("bookinfo", "sidecar", ((200.0, 1), (500.0, 4))),
+    ),
+)
+SMALL_PLAN = LabValidationPlan(
+    held_out=(
+        HeldOut("single", "sidecar", ((1000.0, 4),)),
+        HeldOut("single", "sidecar", ((3000.0, 4),), workers=1, cpu_limit=0.1),
+        HeldOut("chain5", "baseline", ((200.0, 1),)),
+        HeldOut("chain5", "sidecar", ((200.0, 1),)),
+        HeldOut("bookinfo", "baseline", ((200.0, 1),)),
+        HeldOut("bookinfo", "sidecar", ((200.0, 1),)),
+    ),
+)
+PLANS = {"full": FULL_PLAN, "small": SMALL_PLAN}
+
+
+@dataclass(frozen=True)
+class LabValidation:
+    model: Path
+    calibration_runs: tuple[Path, ...]
+    held_out_runs: tuple[Path, ...]
+    validation: Validation
+    elapsed_s: float
+
+
+def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Progress) -> list[Path]:
+    from meshsim.calibrate.measure.lab import LabSpec, ProbeSettings, lab_run
+
+    folders: list[Path] = []
+    for index, h in enumerate(plan.held_out, 1):
+        spec = LabSpec(topology=h.topology, mode=h.mode, workers=h.workers, cpu_limit=h.cpu_limit, mesh=mesh)
+        probes = [ProbeSettings(qps=q, connections=c, duration_s=plan.duration_s, payload_bytes=plan.payload_bytes)
+                  for q, c in h.probes]
+        say(f"held-out [{index}/{len(plan.held_out)}] {h.topology} {h.mode} workers={h.workers} "
+            f"cpu_limit={h.cpu_limit} ...")
+        for _ in range(plan.repeats):  # the repeat runs the same probes on a freshly started lab
+            results = lab_run(spec, probes, out_dir, progress=lambda m: say(f"    {m}"))
+            folders.extend(r.folder for r in results)
+    return folders
+
+
+def validate_lab(
+    out_dir: str | Path,
+    plan: LabValidationPlan | str = "small",
+    *,
+    mesh: str = "envoy-lab",
+    replications: int = 4,
+    seed: int = 1,
+    progress: Progress | None = None,
+) -> LabValidation:
+    """Calibrate (``calibrate_lab``), measure the held-out runs, validate; every run and the model stay in out_dir.
+
+    Layout: ``OUT/calibration/<run>``, ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
+    """
+    from meshsim.calibrate.lab_calibration import calibrate_lab
+
+    if isinstance(plan, str):
+        if plan not in PLANS:
+            raise MeshsimError(f"--plan: unknown plan {plan!r} (known: {', '.join(PLANS)})")
+        plan = PLANS[plan]
+    say = progress or (lambda _m: None)
+    out = Path(out_dir)
+    started = time.monotonic()
+    model = out / f"{mesh}.yaml"
+    say(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} qps, c=1")
+    cal = calibrate_lab(mesh, out / "calibration", model, say, rates=plan.calibration_rates,
+                        payloads=(plan.payload_bytes,), duration_s=plan.calibration_duration_s,
+                        stages=plan.calibration_stages)
+    held = measure_held_out(plan, out / "held-out", mesh, say)
+    say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
+    validation = validate_runs(model, [*cal.run_dirs, *held], replications=replications, seed=seed, progress=say)
+    return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started)
+
+
+def lab_recipe(out: str = "lab-validation", small: bool = False) -> Sequence[str]:
+    """The same loop as shell commands (README, report)."""
+    plan = SMALL_PLAN if small else FULL_PLAN
+    rates = ",".join(f"{r:g}" for r in plan.calibration_rates)
+    lines = [f"meshsim calibrate --lab --mesh envoy-lab --model-out {out}/envoy-lab.yaml --lab-rates {rates} "
+             f"--lab-payloads {plan.payload_bytes} --lab-duration {plan.calibration_duration_s:g} "
+             f"--lab-out {out}/calibration   # one connection at low rates, plus one batching probe"]
+    for h in plan.held_out:
+        extra = f" --workers {h.workers}" + (f" --cpu-limit {h.cpu_limit:g}" if h.cpu_limit else "")
+        for c in sorted({c for _, c in h.probes}):
+            qps = ",".join(f"{q:g}" for q, cc in h.probes if cc == c)
+            lines.append(f"meshsim lab run --topology {h.topology} --mode {h.mode}{extra} --qps {qps} "
+                         f"--connections {c} --duration {plan.duration_s:g} --payload {plan.payload_bytes} "
+                         f"--out {out}/held-out" + (f"   # run {plan.repeats} times (repeatability)"
+                                                    if plan.repeats > 1 else ""))
+    lines.append(f"meshsim validate --model {out}/envoy-lab.yaml {out}/calibration {out}/held-out "
+                 f"--html {out}/report.html")
+    return lines

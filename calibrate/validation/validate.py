@@ -1,0 +1,82 @@
+"""``validate``: the one library call behind ``meshsim validate`` (compare, render, report, gate)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from meshsim.calibrate.validation.compare import Validation, gate, parse_thresholds, validate_runs
+from meshsim.calibrate.validation.text_report import table, to_json
+
+
+@dataclass(frozen=True)
+class Outcome:
+    validation: Validation
+    text: str  # what the CLI prints on stdout: the table, or one JSON object
+    failures: tuple[str, ...]  # gate violations (empty: passed or no gate)
+    html: Path | None = None
+    lab: Any = None  # the LabValidation (runs and model folders) behind ``meshsim lab validate``
+
+
+def validate(
+    model: str | Path,
+    run_dirs: Sequence[str | Path],
+    *,
+    topology: str | Path | None = None,
+    html: str | Path | None = None,
+    as_json: bool = False,
+    fail_above: str | None = None,
+    include_fit_runs: bool = False,
+    replications: int = 4,
+    sim_duration_s: float = 20.0,
+    seed: int = 1,
+    processes: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Outcome:
+    thresholds = parse_thresholds(fail_above) if fail_above is not None else None  # bad flag: fail before work
+    v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
+                      replications=replications, sim_duration_s=sim_duration_s, seed=seed, processes=processes,
+                      progress=progress)
+    return render(v, thresholds, html, as_json)
+
+
+def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path | None, as_json: bool) -> Outcome:
+    """Gate, HTML report and the text to print, for a finished validation."""
+    failures = tuple(gate(v, thresholds)) if thresholds is not None else ()
+    written = None
+    if html is not None:
+        from meshsim.calibrate.validation.html_report import write_html
+
+        written = write_html(v, Path(html))
+    if as_json:
+        data = to_json(v)
+        data["gate"] = None if thresholds is None else {"thresholds": thresholds, "failures": list(failures),
+                                                        "passed": not failures}
+        data["html"] = str(written) if written else None
+        text = json.dumps(data, indent=1, allow_nan=False)
+    else:
+        text = table(v) + (f"\nwrote {written}" if written else "")
+        if thresholds is not None:
+            text += "\ngate: " + ("passed" if not failures else "FAILED: " + "; ".join(failures))
+    return Outcome(v, text, failures, written)
+
+
+def validate_lab_report(
+    out_dir: str | Path,
+    plan: str = "full",
+    *,
+    mesh: str = "envoy-lab",
+    html: str | Path | None = None,
+    as_json: bool = False,
+    fail_above: str | None = None,
+    replications: int = 4,
+    progress: Callable[[str], None] | None = None,
+) -> Outcome:
+    """``meshsim lab validate``: the lab loop (``validate_lab``), then the same output as ``meshsim validate``."""
+    from meshsim.calibrate.validation.lab_loop import validate_lab
+
+    thresholds = parse_thresholds(fail_above) if fail_above is not None else None
+    result = validate_lab(out_dir, plan, mesh=mesh, replications=replications, progress=progress)
+    return replace(render(result.validation, thresholds, html, as_json), lab=result)

@@ -1,0 +1,88 @@
+"""``meshsim predict``: parse, call :func:`meshsim.sim.predict.predict`, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from meshsim.cli.prediction_text import prediction_table
+from meshsim.workload import RateProfile
+
+
+def _features(text: str) -> list[str]:
+    return [f for f in (p.strip() for p in text.split(",")) if f]
+
+
+def _profile(text: str) -> RateProfile:
+    """``ramp:500:1500:60`` (from, to, seconds) or ``steps:0=500,20=1000,40=1500``."""
+    try:
+        kind, _, rest = text.partition(":")
+        if kind == "ramp":
+            start, end, seconds = (float(x) for x in rest.split(":"))
+            return RateProfile.ramp(start, end, seconds)
+        if kind in ("steps", "constant"):
+            points = tuple(sorted((float(t), float(r)) for t, r in (p.split("=") for p in rest.split(","))))
+            return RateProfile("steps", points)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected ramp:FROM:TO:SECONDS or steps:T=RPS,..., got {text!r}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("predict", help="predict latency, CPU and saturation of a meshed call graph",
+                       description="Simulate a call graph behind a service mesh and print latency percentiles with "
+                                   "95 %% confidence intervals, CPU and utilisation per component, the bottleneck "
+                                   "and the saturation rate.")
+    p.add_argument("--topology", default="chain3", help="built-in name (single, chain3, chainN, bookinfo, "
+                   "emojivoto, lb3) or a topology FILE.yaml (default chain3)")
+    p.add_argument("--mesh", default="istio", help="built-in mesh (none, istio, linkerd, traefik, ...)")
+    p.add_argument("--mesh-model", help="a mesh model FILE.yaml (overrides --mesh)")
+    p.add_argument("--rps", type=float, help="offered rate, requests per second")
+    p.add_argument("--features", type=_features, default=[], help="comma list, e.g. mtls,tracing; no-NAME turns "
+                   "a default feature off (e.g. no-telemetry)")
+    p.add_argument("--lb", default="client", choices=("client", "proxy"), help="client-side balancing or a "
+                   "central proxy load balancer")
+    p.add_argument("--load", default="open", choices=("open", "fortio", "sequential"),
+                   help="open Poisson arrivals (default), fortio's closed loop, or sequential users with think time")
+    p.add_argument("--connections", type=int, help="fortio -c (default 8); open: client connections requests ride on, each pinned to a proxy worker "
+                   "(default 1000, a large population); sequential: users (default 1)")
+    p.add_argument("--uniform", action="store_true", help="fortio -uniform")
+    p.add_argument("--jitter", action="store_true", help="fortio -jitter")
+    p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup")
+    p.add_argument("--think", type=float, help="sequential load: think time in ms (default 50)")
+    p.add_argument("--profile", type=_profile, help="open load rate profile: ramp:FROM:TO:SECONDS or "
+                   "steps:T=RPS,...")
+    p.add_argument("--no-keepalive", action="store_true", help="a new connection per request (+1 RTT, +2 with --tls)")
+    p.add_argument("--tls", action="store_true", help="client uses HTTPS to the entry")
+    p.add_argument("--scope", default="both", choices=("both", "server", "none"),
+                   help="who has proxies: client and services (both), services only (server), nobody (none)")
+    p.add_argument("--payload", type=int, help="response bytes of every service (fortio echo ?size=)")
+    p.add_argument("--proxy-workers", type=int, help="override the mesh model's proxy worker threads")
+    p.add_argument("--proxy-cpu-limit", type=float, help="CPU limit per proxy in cores (CFS quota)")
+    p.add_argument("--duration", type=float, help="simulated seconds per replication (default: ~20000 requests)")
+    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %%; 0 for fortio)")
+    p.add_argument("--replications", type=int, help="fixed number of replications (default: until p99 is known "
+                   "within --precision)")
+    p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--processes", type=int, help="parallel processes for replications (default: all cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from meshsim.sim.predict import predict
+
+    progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    result = predict(
+        args.topology, args.mesh_model or args.mesh, rps=args.rps, features=args.features, lb=args.lb,
+        load=args.load, connections=args.connections, uniform=args.uniform, jitter=args.jitter,
+        nocatchup=args.nocatchup, think_ms=args.think, profile=args.profile, keepalive=not args.no_keepalive,
+        tls=args.tls, scope=args.scope, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
+        proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
+        replications=args.replications, seed=args.seed, precision=args.precision, processes=args.processes,
+        progress=progress,
+    ).to_dict()
+    print(json.dumps(result, indent=1) if args.json else prediction_table(result))
+    return 0

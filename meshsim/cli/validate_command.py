@@ -1,0 +1,71 @@
+"""``meshsim validate``: parse, call :func:`meshsim.calibrate.validation.validate.validate`, print what it returns."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("validate", help="compare a mesh model's predictions with measured run folders",
+                       description="Replay every run folder in the simulator with its own setup and fortio workload "
+                                   "and compare measured with predicted percentiles, achieved rate and CPU. Runs the "
+                                   "model was fitted from are marked FIT and left out of the summary.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders (manifest.yaml + fortio.json), or "
+                   "folders holding run folders")
+    p.add_argument("--model", required=True, metavar="FILE", help="mesh model file, e.g. models/meshes/istio-1.2.yaml")
+    p.add_argument("--topology", metavar="NAME|FILE", help="replay every run on this topology instead of the one "
+                   "derived from the manifests")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report (CDF overlays, "
+                   "error vs rate)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--fail-above", metavar="KEY=N%,...", help="gate: exit 1 when the worst held-out error exceeds a "
+                   "threshold; keys p50 p90 p99 p999 max rps, e.g. p50=10%%,p99=20%%")
+    p.add_argument("--include-fit-runs", action="store_true", help="count the runs the model was fitted from in the "
+                   "summary and the gate")
+    p.add_argument("--replications", type=int, default=4, help="simulator replications per run (default 4)")
+    p.add_argument("--sim-duration", type=float, default=20.0, metavar="S",
+                   help="cap on the simulated seconds per replication (default 20)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from meshsim.calibrate.validation.validate import validate
+
+    outcome = validate(args.model, args.run_dirs, topology=args.topology, html=args.html, as_json=args.json,
+                       fail_above=args.fail_above, include_fit_runs=args.include_fit_runs,
+                       replications=args.replications, sim_duration_s=args.sim_duration, seed=args.seed,
+                       progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(outcome.text)
+    for line in outcome.failures:
+        print(f"meshsim validate: FAILED {line}", file=sys.stderr)
+    return 1 if outcome.failures else 0
+
+
+def register_lab(lab_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``meshsim lab validate``: called by meshsim/cli/lab_command.py's register() with the lab's own subparsers."""
+    p = lab_sub.add_parser("validate", help="calibrate on the lab at c=1 and low rates, measure held-out runs "
+                           "(more connections, higher rates, a CPU-limited proxy past saturation, chain5), validate")
+    p.add_argument("--out", default="lab-validation", help="folder for the runs, the fitted model and the report "
+                   "(default lab-validation)")
+    p.add_argument("--plan", choices=("small", "full"), default="full", help="small: 6 held-out setups, each run "
+                   "twice (~2 min); full: 16, twice (~4 min)")
+    p.add_argument("--mesh", default="envoy-lab", help="name of the fitted model (default envoy-lab)")
+    p.add_argument("--html", metavar="FILE", help="also write the HTML report")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--fail-above", metavar="KEY=N%,...", help="gate on the worst held-out error, e.g. p50=10%%")
+    p.add_argument("--replications", type=int, default=4)
+    p.set_defaults(handler=run_lab)
+
+
+def run_lab(args: argparse.Namespace) -> int:
+    from meshsim.calibrate.validation.validate import validate_lab_report
+
+    outcome = validate_lab_report(args.out, args.plan, mesh=args.mesh, html=args.html, as_json=args.json,
+                                  fail_above=args.fail_above, replications=args.replications,
+                                  progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(outcome.text)
+    for line in outcome.failures:
+        print(f"meshsim lab validate: FAILED {line}", file=sys.stderr)
+    return 1 if outcome.failures else 0

@@ -1,0 +1,126 @@
+"""The rooms and their arrows (ARCHITECTURE.md), enforced on the source: what may import what, and size limits.
+
+Every import statement of every module is read with ``ast`` (also imports inside functions, which are still arrows);
+a rule is broken when a module of one part imports a module of a part it must not know.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# source folder -> dotted package it installs as (setup.cfg package_dir)
+FOLDERS = {"meshsim": "meshsim", "sim": "meshsim.sim", "calibrate": "meshsim.calibrate", "dash_app": "meshsim.dash_app"}
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Absolute names of every meshsim module or package this module imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("meshsim"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("meshsim"):
+                continue
+            found.add(target)
+            # ``from meshsim.calibrate import x`` may import the submodule x
+            found.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES)
+    return found
+
+
+def part_of(module: str) -> str:
+    """The room a module lives in (ARCHITECTURE.md)."""
+    if module.startswith("meshsim.cli") or module == "meshsim.__main__":  # ``python -m meshsim`` is the CLI
+        return "cli"
+    for room in ("sim", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation"):
+        name = f"meshsim.{room}"
+        if module == name or module.startswith(name + "."):
+            return room
+    if module == "meshsim.calibrate" or module.startswith("meshsim.calibrate."):
+        return "calibrate.pipelines"
+    return "model"
+
+
+# room -> rooms it must never import
+FORBIDDEN = {
+    "model": {"sim", "cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
+              "calibrate.pipelines"},
+    "sim": {"cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
+            "calibrate.pipelines"},
+    "calibrate.measure": {"sim", "cli", "dash_app", "calibrate.fit", "calibrate.load", "calibrate.validation",
+                          "calibrate.pipelines"},
+    "calibrate.fit": {"cli", "dash_app", "calibrate.load", "calibrate.validation", "calibrate.pipelines"},
+    "calibrate.load": {"cli", "dash_app", "calibrate.validation", "calibrate.pipelines"},
+    "calibrate.validation": {"cli", "dash_app"},
+    "calibrate.pipelines": {"cli", "dash_app", "calibrate.validation"},
+    "dash_app": {"cli"},
+    "cli": set(),
+}
+
+
+def test_every_module_is_in_a_room() -> None:
+    assert len(MODULES) > 60
+    assert {part_of(m) for m in MODULES} == set(FORBIDDEN)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_import_rules(module: str) -> None:
+    room = part_of(module)
+    broken = sorted(f"{module} ({room}) imports {target} ({part_of(target)})"
+                    for target in _imports(module, MODULES[module]) if part_of(target) in FORBIDDEN[room])
+    assert not broken, "\n".join(broken)
+
+
+def test_the_rule_checker_sees_a_broken_arrow(tmp_path: Path) -> None:
+    """The checker itself: a data-model module that imports the engine inside a function is caught."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from meshsim.sim.engine import run_replication\n    return run_replication\n")
+    targets = _imports("meshsim.bad", bad)
+    assert "meshsim.sim.engine" in targets
+    assert any(part_of(t) in FORBIDDEN["model"] for t in targets)
+    rel = tmp_path / "pkg"
+    rel.mkdir()
+    (rel / "mod.py").write_text("from ..measure import dataset\n")
+    assert "meshsim.calibrate.measure" in _imports("meshsim.calibrate.fit.mod", rel / "mod.py")
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{module}.{node.name}: {lines} lines")
+    assert not long, "\n".join(long)
+
+
+def test_module_names_are_unique() -> None:
+    """No second api.py or plan.py: a file name says what it holds wherever it is imported from."""
+    names = Counter(path.name for path in MODULES.values() if path.name != "__init__.py")
+    assert not [n for n, k in names.items() if k > 1], names.most_common(5)
