@@ -111,9 +111,9 @@ def _choose_group(runs: Sequence[Run]) -> tuple[float | None, list[Run], list[Ru
     for the load dependence, where they show how passes share a worker's wake-up).
     """
     pool = [r for r in runs if r.manifest.load.connections == 1] or list(runs)
-    counts = Counter(r.qps for r in pool)
+    counts = Counter(r.rps for r in pool)
     ref = max(counts, key=lambda q: (counts[q], q or 0.0))
-    group = [r for r in pool if r.qps == ref]
+    group = [r for r in pool if r.rps == ref]
     return ref, group, [r for r in runs if r not in group]
 
 
@@ -184,9 +184,9 @@ def fit_runs(
         say(note)
         summary.notes.append(note)
         usable = [r for r in usable if r not in other_payload]
-    ref_qps, ref_runs, other_runs = _choose_group(usable)
+    ref_rps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
-        say(f"reference rate {ref_qps} qps, one connection; {len(other_runs)} other runs (other rates or more "
+        say(f"reference rate {ref_rps} rps, one connection; {len(other_runs)} other runs (other rates or more "
             "connections) used for load dependence")
     workers = Counter(r.manifest.setup.proxy_workers for r in usable if r.manifest.setup.proxy_workers)
     n_workers = workers.most_common(1)[0][0] if workers else 2
@@ -199,7 +199,7 @@ def fit_runs(
 
         from meshsim.calibrate.load.wake_gaps import simulate_gaps
 
-        first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_qps, other_runs, [], [],
+        first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_rps, other_runs, [], [],
                           default_features, feature_descriptions, version, description)
         say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
         with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
@@ -209,7 +209,7 @@ def fit_runs(
             say("fitting the passes again with the reference rate's wake-ups as known parts")
             decomp = decompose(ref_runs, fams, say, cold=extra.cold)
     summary.decomposition = decomp
-    model = _assemble(mesh, decomp, extra, usable, n_workers, ref_qps, other_runs, summary.notes, summary.flagged,
+    model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
@@ -239,7 +239,7 @@ def fit_runs(
 
 
 def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
-              ref_qps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
+              ref_rps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
               default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
               description: str | None) -> dict[str, Any]:
     """The mesh model (schema meshsim/mesh/v1) from a decomposition and what runs at other rates added."""
@@ -283,7 +283,7 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
         notes.append("a proxy's request and response passes are fitted as i.i.d. (end-to-end latencies "
                              "cannot tell them apart)")
     if not other_runs:
-        notes.append(f"all runs at {ref_qps} qps: no load dependence can be fitted; the passes hold "
+        notes.append(f"all runs at {ref_rps} rps: no load dependence can be fitted; the passes hold "
                              "whatever wake-up cost that rate implies")
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
@@ -300,7 +300,7 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
     calibration = {
         "fitted_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "fitted_from": [r.id for r in usable],
-        "reference_qps": ref_qps,
+        "reference_rps": ref_rps,
         "method": METHOD,
         "goodness_of_fit": gof,
         "baseline": spec_with_meta(decomp.baseline.distribution, source="network + app of the baseline runs "
@@ -314,7 +314,7 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
     model = build_model(
         name=mesh,
         version=version or (versions[0] if len(versions) == 1 else ", ".join(versions)),
-        description=description or f"{mesh} fitted by meshsim fit from {len(usable)} runs at {ref_qps} qps.",
+        description=description or f"{mesh} fitted by meshsim fit from {len(usable)} runs at {ref_rps} rps.",
         sources=sources, proxy=proxy, features=features, load_balancer=lb, calibration=calibration,
     )
     return model

@@ -53,7 +53,7 @@ class LabCalibration:
 
 
 def plan_probes(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
-    return [ProbeSettings(qps=q, connections=1, duration_s=duration_s, payload_bytes=b)
+    return [ProbeSettings(rps=q, connections=1, duration_s=duration_s, payload_bytes=b)
             for b in payloads for q in rates]
 
 
@@ -95,10 +95,10 @@ def calibrate_lab(
         runs.extend(r.folder for r in results)
         say(f"[{index}/{len(stages)}] {mode} done, {len(runs)}/{total} runs, {time.monotonic() - started:.0f} s")
     if batching:
-        qps = max(rates)
-        say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {qps:g} qps ...")
+        rps = max(rates)
+        say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {rps:g} rps ...")
         spec = LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh)
-        probe = ProbeSettings(qps=qps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
+        probe = ProbeSettings(rps=rps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
                               payload_bytes=payloads[0])
         results = lab_run(spec, [probe], Path(out_dir), progress=lambda msg: say(f"    {msg}"))
         runs.extend(r.folder for r in results)

@@ -84,7 +84,7 @@ def markdown(proposal: dict[str, Any]) -> str:
 
 
 def propose_istio17() -> list[dict[str, Any]]:
-    """Per-request sidecar CPU (linear fit over 10 and 100 qps) and p50 overhead from the Istio 1.7 summary rows."""
+    """Per-request sidecar CPU (linear fit over 10 and 100 rps) and p50 overhead from the Istio 1.7 summary rows."""
     from meshsim.calibrate.measure.tables import measurements_dir
 
     t = load_table("istio17_telemetry_lowrate", measurements_dir() / "istio-1.7")
@@ -101,7 +101,7 @@ def propose_istio17() -> list[dict[str, Any]]:
             # millicores per (request/s) = CPU milliseconds per request
             entry[f"{side}_cpu_ms_per_request"] = round(f.cost_s, 4)
             entry[f"{side}_idle_millicores"] = round(f.idle_cores, 3)
-        entry["p50_overhead_ms"] = {f"{r['ActualQPS']:g} qps": round((r["p50"] - base[r["ActualQPS"]]) / 1e3, 3)
+        entry["p50_overhead_ms"] = {f"{r['ActualQPS']:g} rps": round((r["p50"] - base[r["ActualQPS"]]) / 1e3, 3)
                                     for r in rows if r["ActualQPS"] in base}
         out.append(entry)
     return out
@@ -110,7 +110,7 @@ def propose_istio17() -> list[dict[str, Any]]:
 def report() -> str:
     """The full proposals document (measurements/published/refit-proposals.md is this text)."""
     lines = [markdown(propose()), "## istio: Istio 1.7 pipeline rows (measurements/istio-1.7)", "",
-             "CPU per request per sidecar = slope of average istio-proxy millicores over 10 and 100 qps "
+             "CPU per request per sidecar = slope of average istio-proxy millicores over 10 and 100 rps "
              "(millicores per request/s = CPU ms per request); p50 overhead = both-sidecars p50 minus the "
              "none_mtls_baseline p50 at the same rate (16 connections, jitter).", "",
              "| label | client sidecar CPU ms/req | server sidecar CPU ms/req | p50 overhead ms |", "|---|---|---|---|"]

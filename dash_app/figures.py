@@ -90,10 +90,10 @@ def latency_figure(curves: Mapping[str, Curve], measured: Mapping[str, Sequence[
         for run in measured.get(mesh, ()):
             keys = [k for k, _ in PERCENTILES if k in run.percentiles_ms]
             fig.add_trace(go.Scatter(
-                x=[run.qps_achieved] * len(keys), y=[run.percentiles_ms[k] for k in keys], mode="markers",
+                x=[run.rps_achieved] * len(keys), y=[run.percentiles_ms[k] for k in keys], mode="markers",
                 name=f"{mesh} measured", legendgroup=mesh, showlegend=False,
                 marker={"symbol": "diamond", "size": 10, "color": color, "line": {"width": 1, "color": "black"}},
-                text=[f"measured {k}: {run.percentiles_ms[k]:.3g} ms at {run.qps_achieved:.4g} rps<br>"
+                text=[f"measured {k}: {run.percentiles_ms[k]:.3g} ms at {run.rps_achieved:.4g} rps<br>"
                       f"{run.run_id} ({run.source}, {run.connections} conn.)<br>{run.provenance[:90]}" for k in keys],
                 hovertemplate="%{text}<extra></extra>",
             ))
@@ -178,7 +178,7 @@ def cdf_figure(points: Mapping[str, dict | None], rate: float,
             hovertemplate=f"{mesh}: %{{y:.3f}} of requests within %{{x:.3g}} ms<extra></extra>",
         ))
         for run in measured.get(mesh, ()):
-            if run.cdf_ms and abs(run.qps_achieved - rate) <= CDF_RATE_TOLERANCE * rate:
+            if run.cdf_ms and abs(run.rps_achieved - rate) <= CDF_RATE_TOLERANCE * rate:
                 fig.add_trace(go.Scatter(
                     x=[ms for ms, _ in run.cdf_ms], y=[q for _, q in run.cdf_ms], mode="lines",
                     line={"color": colors[mesh], "dash": "dash", "shape": "hv", "width": 1.5},

@@ -44,8 +44,8 @@ class MeasuredRun:
     payload_bytes: int
     proxy_workers: int | None
     proxy_cpu_limit: float | None
-    qps_requested: float | None
-    qps_achieved: float
+    rps_requested: float | None
+    rps_achieved: float
     percentiles_ms: dict[str, float]  # "p50", "p90", "p99", "p999" where fortio reported them
     cdf_ms: tuple[tuple[float, float], ...]  # (latency ms, cumulative fraction) at bucket ends
     source: str
@@ -68,7 +68,7 @@ def _percentile_key(level: float) -> str:
 def read_fortio_result(
     path: Path, access_log: Path | None = None
 ) -> tuple[float, dict[str, float], tuple[tuple[float, float], ...]]:
-    """Achieved qps, percentiles (ms) and the cumulative distribution (ms, fraction) of a fortio result.
+    """Achieved rps, percentiles (ms) and the cumulative distribution (ms, fraction) of a fortio result.
 
     The file is read (and refused when it cannot say how it was made) by the calibration's reader. With an access
     log, percentiles and CDF come from the raw per-request samples; without, the percentiles are fortio's own
@@ -80,7 +80,7 @@ def read_fortio_result(
         percentiles = {_percentile_key(q): float(np.quantile(samples, q / 100.0)) for q in SAMPLE_PERCENTILES}
         levels = np.linspace(0.0, 1.0, CDF_POINTS)
         cdf = tuple(zip(np.quantile(samples, levels).tolist(), levels.tolist()))
-        return result.actual_qps, percentiles, cdf
+        return result.actual_rps, percentiles, cdf
     try:
         hist = json.loads(path.read_text(encoding="utf-8"))["DurationHistogram"]
         percentiles = {
@@ -93,11 +93,11 @@ def read_fortio_result(
     for bucket in result.buckets:
         running += bucket.count
         cdf_points.append((1000.0 * bucket.end, running / total))
-    return result.actual_qps, percentiles, tuple(cdf_points)
+    return result.actual_rps, percentiles, tuple(cdf_points)
 
 
 def _run(folder: Path, manifest: RunManifest) -> MeasuredRun:
-    qps, percentiles, cdf = read_fortio_result(folder / manifest.files.get("result", "fortio.json"),
+    rps, percentiles, cdf = read_fortio_result(folder / manifest.files.get("result", "fortio.json"),
                                                access_log_path(folder, manifest.files))
     setup, load = manifest.setup, manifest.load
     # A lab run ran every process on one host over loopback: not the shipped topology of the same name (a cluster
@@ -108,7 +108,7 @@ def _run(folder: Path, manifest: RunManifest) -> MeasuredRun:
         mesh_version=str(setup.mesh_version or ""), path=setup.path, features=tuple(sorted(setup.features)),
         topology=topology, generator=load.generator, connections=load.connections,
         payload_bytes=setup.payload_bytes, proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
-        qps_requested=load.qps, qps_achieved=qps, percentiles_ms=percentiles, cdf_ms=cdf, source=manifest.source,
+        rps_requested=load.rps, rps_achieved=rps, percentiles_ms=percentiles, cdf_ms=cdf, source=manifest.source,
         provenance=" ".join(manifest.provenance.split()), notes=manifest.notes, status=manifest.status,
     )
 

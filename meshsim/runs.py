@@ -46,7 +46,7 @@ class LoadSettings:
     """How the load generator was driven (fortio's own flags where it was fortio)."""
 
     generator: str = "fortio"
-    qps: float | None = None
+    rps: float | None = None
     connections: int = 1
     duration_s: float | None = None
     uniform: bool = False
@@ -113,7 +113,10 @@ def manifest_from_dict(data: Any, where: str) -> RunManifest:
     setup_data = dict(body["setup"])
     setup_data["features"] = tuple(setup_data.get("features") or ())
     body["setup"] = _take(setup_data, Setup, where, "setup.")
-    body["load"] = _take(dict(body["load"]), LoadSettings, where, "load.")
+    load = dict(body["load"])
+    if "qps" in load and "rps" not in load:  # run folders written before the rate had one name (meshsim 0.1)
+        load["rps"] = load.pop("qps")
+    body["load"] = _take(load, LoadSettings, where, "load.")
     manifest = _take(body, RunManifest, where, "")
     _check(manifest, where)
     return manifest
@@ -132,8 +135,8 @@ def _check(m: RunManifest, where: str) -> None:
         raise _fail(where, "status", f"unknown status {m.status!r} (known: {', '.join(STATUSES)})")
     if m.load.connections < 1:
         raise _fail(where, "load.connections", f"must be >= 1, got {m.load.connections}")
-    if m.load.qps is not None and m.load.qps < 0:
-        raise _fail(where, "load.qps", f"must be >= 0, got {m.load.qps}")
+    if m.load.rps is not None and m.load.rps < 0:
+        raise _fail(where, "load.rps", f"must be >= 0, got {m.load.rps}")
     for name, seconds in m.cpu_seconds.items():
         if not isinstance(seconds, (int, float)) or seconds < 0:
             raise _fail(where, f"cpu_seconds.{name}", f"must be a non-negative number, got {seconds!r}")

@@ -30,7 +30,7 @@ class RateProfile:
         return pts[-1][1]
 
     @property
-    def peak(self) -> float:
+    def max_rps(self) -> float:
         return max(r for _, r in self.points)
 
     @staticmethod
@@ -49,28 +49,20 @@ class OpenLoad:
     connections: int = 1000
     profile: RateProfile | None = None
 
-    @property
-    def nominal_rps(self) -> float:
-        return self.rps
-
 
 @dataclass(frozen=True)
 class FortioLoad:
-    """fortio's closed loop: ``connections`` threads, one request at a time each, paced at qps/c.
+    """fortio's closed loop: ``connections`` threads, one request at a time each, paced at rps/c.
 
     ``uniform`` staggers thread starts, ``jitter`` adds +-10 % to each sleep, ``nocatchup`` skips late requests;
     latency is timed from the actual send (fortio periodic.go v1.68.2).
     """
 
-    qps: float
+    rps: float
     connections: int = 1
     uniform: bool = False
     jitter: bool = False
     nocatchup: bool = False
-
-    @property
-    def nominal_rps(self) -> float:
-        return self.qps
 
 
 @dataclass(frozen=True)
@@ -81,7 +73,7 @@ class SequentialLoad:
     users: int = 1
 
     @property
-    def nominal_rps(self) -> float:
+    def rps(self) -> float:
         return self.users / self.think.mean if self.think.mean > 0 else float("inf")
 
 
@@ -134,8 +126,8 @@ def validate_load(load: Load) -> None:
         if load.profile is not None and any(r < 0 for _, r in load.profile.points):
             raise MeshsimError("--profile: rates must be >= 0")
     elif isinstance(load, FortioLoad):
-        if not load.qps > 0:
-            raise MeshsimError(f"--rps: must be > 0, got {load.qps}")
+        if not load.rps > 0:
+            raise MeshsimError(f"--rps: must be > 0, got {load.rps}")
         if load.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
     elif load.users < 1:

@@ -1,8 +1,8 @@
 """Load generators, each reproducing a real tool's behaviour.
 
 - :func:`fortio_threads`: fortio's periodic runner (periodic.go, v1.68.2) line by line: per-thread call budget
-  ``int(qps*duration)/c``, pacing target ``(i + i/(n-1)) / (qps/c)`` from the thread's start, ``-uniform``
-  start offsets ``id/qps``, ``-jitter`` +-10 % of each sleep, catch-up (no sleep when late) unless ``-nocatchup``
+  ``int(rps*duration)/c``, pacing target ``(i + i/(n-1)) / (rps/c)`` from the thread's start, ``-uniform``
+  start offsets ``id/rps``, ``-jitter`` +-10 % of each sleep, catch-up (no sleep when late) unless ``-nocatchup``
   (late iterations skipped), latency timed from the actual send.
 - :func:`open_arrivals`: Poisson arrivals, optionally with a time-varying rate (thinning), latency from the
   intended start (wrk2 / Nighthawk).
@@ -33,7 +33,7 @@ class FortioPlan:
 
     @staticmethod
     def of(load: FortioLoad, duration: float) -> "FortioPlan":
-        total = int(load.qps * duration)
+        total = int(load.rps * duration)
         threads = load.connections
         if total < 2:
             total, threads = 2, 1
@@ -53,21 +53,21 @@ class LoadTrace:
 def fortio_threads(env: simpy.Environment, system: System, load: FortioLoad, duration: float, record: Record,
                    streams: Streams, trace: LoadTrace) -> FortioPlan:
     plan = FortioPlan.of(load, duration)
-    per_thread_qps = load.qps / plan.threads
+    per_thread_rps = load.rps / plan.threads
     jitter = streams.uniforms("fortio:jitter") if load.jitter else None
     for tid in range(plan.threads):
-        env.process(_fortio_thread(env, system, tid, plan, per_thread_qps, duration, load, record, jitter, trace))
+        env.process(_fortio_thread(env, system, tid, plan, per_thread_rps, duration, load, record, jitter, trace))
     return plan
 
 
-def _fortio_thread(env: simpy.Environment, system: System, tid: int, plan: FortioPlan, per_thread_qps: float,
+def _fortio_thread(env: simpy.Environment, system: System, tid: int, plan: FortioPlan, per_thread_rps: float,
                    duration: float, load: FortioLoad, record: Record, jitter: Sampler | None,
                    trace: LoadTrace) -> Process:
     n = plan.calls_per_thread
     start = env.now
     end_time = start + duration
     if load.uniform:
-        delay = (1.0 / per_thread_qps) * tid / plan.threads
+        delay = (1.0 / per_thread_rps) * tid / plan.threads
         start += delay
         if delay > 0:
             yield env.timeout(delay)
@@ -85,7 +85,7 @@ def _fortio_thread(env: simpy.Environment, system: System, tid: int, plan: Forti
             if i >= n:
                 finished = True
                 break
-            target = (i + i / (n - 1)) / per_thread_qps
+            target = (i + i / (n - 1)) / per_thread_rps
             sleep = target - (env.now - start)
             if load.nocatchup and sleep < 0:
                 continue  # skip that request: it would be late
@@ -109,7 +109,7 @@ def _open(env: simpy.Environment, system: System, load: OpenLoad, end: float, re
     rng = streams.rng("arrivals")
     accept = streams.uniforms("arrivals:thinning")
     conns = streams.rng("arrivals:connection")
-    peak = load.profile.peak if load.profile is not None else load.rps
+    peak = load.profile.max_rps if load.profile is not None else load.rps
     gaps = _ExpBatch(rng, 1.0 / peak)
     while True:
         yield env.timeout(gaps())

@@ -149,7 +149,7 @@ def make_load(kind: str, rps: float | None, connections: int | None, uniform: bo
                 raise MeshsimError("--profile: fortio has no rate profiles; use --load open")
             result = FortioLoad(float(rps), connections or 8, uniform, jitter, nocatchup)  # type: ignore[arg-type]
         else:
-            result = OpenLoad(float(rps if rps is not None else profile.peak), connections or 1000, profile)  # type: ignore[union-attr]
+            result = OpenLoad(float(rps if rps is not None else profile.max_rps), connections or 1000, profile)  # type: ignore[union-attr]
     else:
         raise MeshsimError(f"--load: unknown load model {kind!r} (known: open, fortio, sequential)")
     validate_load(result)
@@ -159,7 +159,7 @@ def make_load(kind: str, rps: float | None, connections: int | None, uniform: bo
 # -- replications --------------------------------------------------------------------------------------------------
 
 def horizon_for(load: Load, settings: RunSettings) -> Horizon:
-    rate = load.nominal_rps
+    rate = load.rps
     duration = settings.duration_s
     if duration is None:
         duration = max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
@@ -237,8 +237,8 @@ def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, ho
     warnings: list[str] = []
     load = workload.load
     saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99)
-    if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.qps:
-        warnings.append(f"fortio achieved {achieved.value:.0f} of {load.qps:.0f} qps: its {load.connections} "
+    if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.rps:
+        warnings.append(f"fortio achieved {achieved.value:.0f} of {load.rps:.0f} rps: its {load.connections} "
                         "connection(s) wait for each answer, so throughput caps at connections / latency")
     if saturated:
         warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "

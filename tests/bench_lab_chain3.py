@@ -1,9 +1,9 @@
 """Benchmark: latency of a 3-service chain on the local lab, baseline vs both sidecars vs mTLS, c=1.
 
 Not collected by pytest. Run: python tests/bench_lab_chain3.py [--duration 5] [--rates 200,1000] [--out DIR]
-Prints one line per run (p50/p90/p99 in ms, achieved qps, status) and stores the runs as measurement folders.
+Prints one line per run (p50/p90/p99 in ms, achieved rps, status) and stores the runs as measurement folders.
 At c=1 fortio sends one request at a time, so a rate above 1/latency cannot be reached: such runs are marked
-``saturated`` (achieved qps shown).
+``saturated`` (achieved rps shown).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="meshsim-bench-"))
     rates = [float(r) for r in args.rates.split(",")]
     started = time.monotonic()
-    print(f"{'mode':10} {'qps':>6} {'p50':>7} {'p90':>7} {'p99':>7} {'achieved':>9} status")
+    print(f"{'mode':10} {'rps':>6} {'p50':>7} {'p90':>7} {'p99':>7} {'achieved':>9} status")
     for mode in args.modes.split(","):
         results = lab_run(LabSpec(topology="chain3", mode=mode),
-                          [ProbeSettings(qps=q, connections=1, duration_s=args.duration) for q in rates], out,
+                          [ProbeSettings(rps=q, connections=1, duration_s=args.duration) for q in rates], out,
                           progress=None)
         for rate, result in zip(rates, results):
             s = result.summary()
             print(f"{mode:10} {rate:6g} {s['p50_ms']:7.3f} {s['p90_ms']:7.3f} {s['p99_ms']:7.3f} "
-                  f"{s['achieved_qps']:9.1f} {s['status']}", flush=True)
+                  f"{s['achieved_rps']:9.1f} {s['status']}", flush=True)
     print(f"runs in {out}; {time.monotonic() - started:.0f} s", file=sys.stderr)
 
 

@@ -2,9 +2,9 @@
 
     python tests/bench_validate_lab.py [OUT_DIR]      # ~3 min on 2 cores; keeps runs, model and report.html
 
-Calibrates envoy-lab on one connection at 200/500/1000 qps (baseline, server sidecar, both sidecars) plus the
+Calibrates envoy-lab on one connection at 200/500/1000 rps (baseline, server sidecar, both sidecars) plus the
 batching probe, measures the held-out runs of ``FULL_PLAN`` twice each (4 and 16 connections, a 1-worker 0.1-core
-proxy up to 3000 qps, chain5) and validates; prints the errors and the measurement's own repeatability. Numbers depend on the machine and on what else runs on it: state both with the table.
+proxy up to 3000 rps, chain5) and validates; prints the errors and the measurement's own repeatability. Numbers depend on the machine and on what else runs on it: state both with the table.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ def markdown(outcome) -> str:  # type: ignore[no-untyped-def]
         e = m.rel_error
         return f"{m.measured:.{digits}f} / {m.predicted:.{digits}f} ({e * 100:+.0f} %)" if e == e else "-"
 
-    lines = ["| run | role | qps | c | p50 ms meas / pred | p90 | p99 | achieved rps |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | role | rps | c | p50 ms meas / pred | p90 | p99 | achieved rps |", "|---|---|---|---|---|---|---|---|"]
     for c in outcome.validation.comparisons:
         role = c.role + (" (saturated)" if c.status != "ok" else "")
-        lines.append(f"| {c.setup} | {role} | {c.qps:g} | {c.connections} | {cell(c.latency_ms['p50'])} | "
+        lines.append(f"| {c.setup} | {role} | {c.rps:g} | {c.connections} | {cell(c.latency_ms['p50'])} | "
                      f"{cell(c.latency_ms['p90'])} | {cell(c.latency_ms['p99'])} | {cell(c.achieved_rps, 0)} |")
     for key, row in outcome.validation.summary().items():
         lines.append(f"- {key}: median |error| {row.median_abs:.1%}, worst {row.worst_abs:.1%} over {row.n} held-out runs")

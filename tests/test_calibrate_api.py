@@ -30,19 +30,19 @@ FAMILIES = [Family("lognormal", True), Family("gamma", True)]
 
 
 def _run(root: Path, rid: str, path: str, features: tuple[str, ...], samples: np.ndarray,
-         actual_qps: float = 1000.0, access_log: bool = False) -> Path:
+         actual_rps: float = 1000.0, access_log: bool = False) -> Path:
     manifest = RunManifest(
         id=rid, source="lab", provenance=f"synthetic: test_calibrate_api.py, seed 7, {path} {features}",
         when="2026-11-22T00:00:00Z", where={"host": "test"},
         setup=Setup(mesh="envoy", path=path, features=features, mesh_version="synthetic", proxy_workers=2,
                     payload_bytes=1024),
-        load=LoadSettings(qps=1000.0, connections=1, duration_s=N / 1000, resolution_s=1e-5))
+        load=LoadSettings(rps=1000.0, connections=1, duration_s=N / 1000, resolution_s=1e-5))
     log = None
     if access_log:
         log = root / f"{rid}.jsonl"
         log.write_text("\n".join(json.dumps({"latency": float(x), "timestamp": i, "thread": 0, "ok": True})
                                  for i, x in enumerate(samples)))
-    data = result_json(samples, 1e-5, requested_qps=1000, actual_qps=actual_qps, labels=rid)
+    data = result_json(samples, 1e-5, requested_rps=1000, actual_rps=actual_rps, labels=rid)
     return write_run(root / rid, manifest, data, access_log=log)
 
 
@@ -60,7 +60,7 @@ def run_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(root, "both-mtls", "both-sidecars", ("mtls",),
          _sum(BASE, INBOUND, INBOUND, OUTBOUND, OUTBOUND, MTLS, MTLS, MTLS, MTLS))
     _run(root, "both-saturated", "both-sidecars", ("tracing",), _sum(BASE, INBOUND, INBOUND) + 5e-3,
-         actual_qps=180.0)
+         actual_rps=180.0)
     return root
 
 
@@ -150,25 +150,25 @@ def test_cold_wakes_and_cpu_from_runs_at_several_rates(tmp_path: Path) -> None:
     wake-free cpu_fraction, and the simulator then reproduces the mean at every rate."""
     delay, wake_cpu, tau, fraction = 0.2e-3, 0.08e-3, 1.5e-3, 0.6
     response_p = -math.expm1(-BASE.mean / tau)  # the response pass follows the app's answer
-    for qps in (100.0, 300.0, 1000.0):
+    for rps in (100.0, 300.0, 1000.0):
         base = _sum(BASE)
         server = _sum(BASE, INBOUND, INBOUND)
-        gap = max(1.0 / qps - server.mean(), 0.0)  # fixed point: the gap is measured against the run's own mean
+        gap = max(1.0 / rps - server.mean(), 0.0)  # fixed point: the gap is measured against the run's own mean
         for _ in range(3):
             p_req = -math.expm1(-gap / tau)
             colds = (RNG.random(N) < p_req).astype(float) + (RNG.random(N) < response_p)
             samples = server + (delay + wake_cpu) * colds
-            gap = max(1.0 / qps - samples.mean(), 0.0)
+            gap = max(1.0 / rps - samples.mean(), 0.0)
         cpu_per_request = fraction * 2 * INBOUND.mean + wake_cpu * (p_req + response_p)
         for path, data, cpu in (("baseline", base, {}), ("server-sidecar", samples,
                                                          {"server/sidecar": cpu_per_request * N})):
-            rid = f"{path}-{qps:g}"
+            rid = f"{path}-{rps:g}"
             manifest = RunManifest(
                 id=rid, source="lab", provenance="synthetic: test_calibrate_api.py", when="2026-11-22T00:00:00Z",
                 where={}, setup=Setup(mesh="envoy", path=path, proxy_workers=2),
-                load=LoadSettings(qps=qps, connections=1, duration_s=N / qps), cpu_seconds=cpu)
+                load=LoadSettings(rps=rps, connections=1, duration_s=N / rps), cpu_seconds=cpu)
             write_run(tmp_path / "runs" / rid, manifest,
-                      result_json(data, 1e-5, requested_qps=qps, actual_qps=qps, labels=rid))
+                      result_json(data, 1e-5, requested_rps=rps, actual_rps=rps, labels=rid))
     summary = fit_runs([tmp_path / "runs"], "envoy-rates", tmp_path / "m.yaml", families=[Family("gamma", True)])
     mesh = load_mesh(str(tmp_path / "m.yaml"))
     wake = mesh.proxy.wakeup

@@ -28,7 +28,7 @@ BASELINE = ISTIO12 / "istio-1.2.0-c1-qps1000-baseline"
 def test_old_format_reads_with_provenance() -> None:
     r = read_result(BASELINE / "fortio.json")
     assert r.version == "1.3.1"
-    assert r.requested_qps == 1000.0  # a string "1000" in this format
+    assert r.requested_rps == 1000.0  # a string "1000" in this format
     assert r.uniform is None and r.jitter is None  # not recorded by 1.3.1
     assert r.count == 240000 == sum(b.count for b in r.buckets)
     assert r.buckets[0].start == r.min_s and r.buckets[-1].end == r.max_s
@@ -36,21 +36,21 @@ def test_old_format_reads_with_provenance() -> None:
     assert r.provenance()["labels"] == "193ff770_qps_1000_c_1_1024_base"
 
 
-def test_requested_qps_as_number_and_max(tmp_path: Path) -> None:
+def test_requested_rps_as_number_and_max(tmp_path: Path) -> None:
     data = json.loads((BASELINE / "fortio.json").read_text())
     data["RequestedQPS"] = 1000
     (tmp_path / "a.json").write_text(json.dumps(data))
-    assert read_result(tmp_path / "a.json").requested_qps == 1000.0
+    assert read_result(tmp_path / "a.json").requested_rps == 1000.0
     data["RequestedQPS"] = "max"
     (tmp_path / "b.json").write_text(json.dumps(data))
-    assert read_result(tmp_path / "b.json").requested_qps is None
+    assert read_result(tmp_path / "b.json").requested_rps is None
 
 
 def test_saturated_and_failed_runs_are_flagged(tmp_path: Path) -> None:
     q = assess(read_result(BOTH_MIXER / "fortio.json"))
     assert q.status == "saturated" and "742" in q.reasons[0]
     assert assess(read_result(BASELINE / "fortio.json")).ok
-    data = result_json([0.001] * 1000, 1e-5, requested_qps=100, ret_codes={"200": 950, "503": 40, "-1": 10})
+    data = result_json([0.001] * 1000, 1e-5, requested_rps=100, ret_codes={"200": 950, "503": 40, "-1": 10})
     (tmp_path / "f.json").write_text(json.dumps(data))
     q = assess(read_result(tmp_path / "f.json"))
     assert q.status == "failed" and "503: 40" in q.reasons[0] and "-1: 10" in q.reasons[0]
@@ -136,7 +136,7 @@ def test_todays_fortio_with_access_log(tmp_path: Path) -> None:
         server.wait(timeout=10)
     r = read_result(tmp_path / "fortio.json", tmp_path / "access.jsonl")
     assert r.version.startswith("1.68") and r.uniform is True and r.jitter is False and r.nocatchup is False
-    assert r.requested_qps == 200.0 and r.num_threads == 2 and r.labels == "meshsim test"
+    assert r.requested_rps == 200.0 and r.num_threads == 2 and r.labels == "meshsim test"
     assert r.resolution_s == pytest.approx(1e-5)
     assert r.samples is not None and abs(r.samples.size - r.count) <= 2
     assert r.min_s <= r.samples.min() + 1e-6 and r.samples.max() <= r.max_s + 1e-6

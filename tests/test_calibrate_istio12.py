@@ -1,5 +1,5 @@
 """The shipped Istio 1.2 model: it parses, it refits from the shipped runs, and the simulator driven by the same
-c=1, 1000 qps fortio workload reproduces every calibration run's p50/p90/p99 within 10 %.
+c=1, 1000 rps fortio workload reproduces every calibration run's p50/p90/p99 within 10 %.
 
 One exception is stated, not hidden: in the both-sidecars run with Mixer the CDF is flat from 4.9 to 9.1 ms
 (98.95 % -> 99.05 %), so the data only fix its p99 to that interval (distribution-free 95 % interval); there the

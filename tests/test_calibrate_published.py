@@ -26,7 +26,7 @@ def test_paper_proposals_have_fits_and_uncertainty_for_every_mesh_and_rate() -> 
 def test_istio17_cpu_per_request_from_two_rates() -> None:
     rows = {e["label"]: e for e in propose_istio17()}
     plain = rows["none_mtls_both"]
-    # (30.78 - 6.59) millicores / (100 - 10) qps = 0.2687 ms of CPU per request in the client sidecar
+    # (30.78 - 6.59) millicores / (100 - 10) rps = 0.2687 ms of CPU per request in the client sidecar
     assert plain["fortioclient_cpu_ms_per_request"] == pytest.approx((30.7751988198041 - 6.591402195799472) / 90,
                                                                      rel=1e-3)
     assert rows["v2-stats-nullvm_both"]["fortioserver_cpu_ms_per_request"] > plain["fortioserver_cpu_ms_per_request"]

@@ -32,13 +32,13 @@ OUTBOUND = Shifted(LogNormal(math.log(0.08e-3), 0.4), 0.05e-3)
 GAMMA = [Family("gamma", True)]
 
 
-def _write(root: Path, rid: str, path: str, qps: float, samples: np.ndarray,
+def _write(root: Path, rid: str, path: str, rps: float, samples: np.ndarray,
            cpu: dict[str, float] | None = None, topology: str = "single") -> None:
     manifest = RunManifest(
         id=rid, source="lab", provenance="synthetic: test_calibrate_robust.py", when="2026-11-22T00:00:00Z",
         where={}, setup=Setup(mesh="envoy", path=path, topology=topology, proxy_workers=2),
-        load=LoadSettings(qps=qps, connections=1, duration_s=N / qps), cpu_seconds=cpu or {})
-    write_run(root / rid, manifest, result_json(samples, 1e-5, requested_qps=qps, actual_qps=qps, labels=rid))
+        load=LoadSettings(rps=rps, connections=1, duration_s=N / rps), cpu_seconds=cpu or {})
+    write_run(root / rid, manifest, result_json(samples, 1e-5, requested_rps=rps, actual_rps=rps, labels=rid))
 
 
 def _sum(*dists) -> np.ndarray:
@@ -75,10 +75,10 @@ def test_wakeup_inside_its_bounds_is_recovered_and_accepted() -> None:
 
 def test_fit_runs_writes_no_wakeup_block_when_unidentified(tmp_path: Path) -> None:
     """The lab case: per-request cost falls with rate, linearly in the gap over the gaps seen."""
-    for qps in (200.0, 500.0, 1000.0):
-        _write(tmp_path, f"base-{qps:g}", "baseline", qps, _sum(BASE))
-        gap = 1 / qps - 0.5e-3
-        _write(tmp_path, f"server-{qps:g}", "server-sidecar", qps, _sum(BASE, INBOUND, INBOUND) + 0.05 * gap)
+    for rps in (200.0, 500.0, 1000.0):
+        _write(tmp_path, f"base-{rps:g}", "baseline", rps, _sum(BASE))
+        gap = 1 / rps - 0.5e-3
+        _write(tmp_path, f"server-{rps:g}", "server-sidecar", rps, _sum(BASE, INBOUND, INBOUND) + 0.05 * gap)
     summary = fit_runs([tmp_path], "envoy-linear", tmp_path / "m.yaml", families=GAMMA)
     model = yaml.safe_load((tmp_path / "m.yaml").read_text())
     assert "wakeup" not in model["proxy"]
@@ -142,10 +142,10 @@ def test_unfittable_feature_is_left_out_with_a_note(tmp_path: Path) -> None:
 
 def test_cpu_fraction_from_cpu_seconds_and_absent_without(tmp_path: Path) -> None:
     cpu_per_request = 0.12e-3  # CPU seconds per request of the server sidecar: below its 2 passes (~0.26 ms)
-    for qps in (200.0, 500.0, 1000.0):
-        _write(tmp_path / "with", f"base-{qps:g}", "baseline", qps, _sum(BASE))
-        _write(tmp_path / "with", f"server-{qps:g}", "server-sidecar", qps, _sum(BASE, INBOUND, INBOUND),
-               cpu={"server/sidecar": (0.004 + qps * cpu_per_request) * N / qps})
+    for rps in (200.0, 500.0, 1000.0):
+        _write(tmp_path / "with", f"base-{rps:g}", "baseline", rps, _sum(BASE))
+        _write(tmp_path / "with", f"server-{rps:g}", "server-sidecar", rps, _sum(BASE, INBOUND, INBOUND),
+               cpu={"server/sidecar": (0.004 + rps * cpu_per_request) * N / rps})
     summary = fit_runs([tmp_path / "with"], "envoy-cpu", tmp_path / "m.yaml", families=GAMMA)
     model = yaml.safe_load((tmp_path / "m.yaml").read_text())
     fitted_pass = summary.decomposition.components["proxy.inbound_pass"].best.distribution.mean
@@ -182,16 +182,16 @@ def test_cpu_fraction_is_capped_at_one_and_skips_non_positive_costs() -> None:
 
 def test_baseline_wakeup_recorded(tmp_path: Path) -> None:
     max_wake, tau = 0.15e-3, 2e-3
-    for qps in (100.0, 400.0, 1000.0):
+    for rps in (100.0, 400.0, 1000.0):
         base = _sum(BASE)
-        gap = max(1 / qps - base.mean(), 0.0)
-        _write(tmp_path, f"base-{qps:g}", "baseline", qps, base + max_wake * -math.expm1(-gap / tau))
+        gap = max(1 / rps - base.mean(), 0.0)
+        _write(tmp_path, f"base-{rps:g}", "baseline", rps, base + max_wake * -math.expm1(-gap / tau))
     _write(tmp_path, "server-1000", "server-sidecar", 1000.0, _sum(BASE, INBOUND, INBOUND))
     summary = fit_runs([tmp_path], "envoy-basewake", tmp_path / "m.yaml", families=GAMMA)
     block = yaml.safe_load((tmp_path / "m.yaml").read_text())["calibration"]["baseline_wakeup"]
     assert block["max_ms"] == pytest.approx(max_wake * 1e3, rel=0.2)
     assert block["tau_ms"] == pytest.approx(tau * 1e3, rel=0.3)
-    assert "source" in block and "100 qps" in block["source"]
+    assert "source" in block and "100 rps" in block["source"]
     assert any("calibration.baseline_wakeup" in n for n in summary.notes)
 
 
@@ -217,12 +217,12 @@ def test_cold_wakes_leave_the_fast_requests_fast(tmp_path: Path) -> None:
     bare pass comes back. Without CPU data the whole cost is delay."""
     delay, tau = 0.3e-3, 2e-3
     response_p = -math.expm1(-BASE.mean / tau)
-    for qps in (100.0, 400.0, 1000.0):
-        _write(tmp_path, f"base-{qps:g}", "baseline", qps, _sum(BASE))
+    for rps in (100.0, 400.0, 1000.0):
+        _write(tmp_path, f"base-{rps:g}", "baseline", rps, _sum(BASE))
         server = _sum(BASE, INBOUND, INBOUND)
-        p_req = -math.expm1(-max(1 / qps - server.mean(), 0.0) / tau)
+        p_req = -math.expm1(-max(1 / rps - server.mean(), 0.0) / tau)
         colds = (RNG.random(N) < p_req).astype(float) + (RNG.random(N) < response_p)
-        _write(tmp_path, f"server-{qps:g}", "server-sidecar", qps, server + delay * colds)
+        _write(tmp_path, f"server-{rps:g}", "server-sidecar", rps, server + delay * colds)
     summary = fit_runs([tmp_path], "envoy-cold", tmp_path / "m.yaml", families=GAMMA)
     mesh = load_mesh(str(tmp_path / "m.yaml"))
     assert mesh.proxy.wakeup is not None, summary.notes
@@ -239,15 +239,15 @@ def _series(c0: float, resume: float, cold: float, tau: float, lat0: float) -> l
     from meshsim.calibrate.load.cold_wake import WakePoint, WakeSeries, cold_probability
 
     lat, cpu = [], []
-    for qps in (200.0, 500.0, 1000.0):
+    for rps in (200.0, 500.0, 1000.0):
         for shared in (0.0, 0.5):
             n = 4000
-            gaps = np.concatenate([RNG.exponential(1 / qps, n), np.full(n, 0.1e-3)])
+            gaps = np.concatenate([RNG.exponential(1 / rps, n), np.full(n, 0.1e-3)])
             gaps[: int(shared * n)] = 0.0  # request passes that found the worker busy
-            point = WakePoint(qps, gaps, n, 0.0, 1.0)
+            point = WakePoint(rps, gaps, n, 0.0, 1.0)
             colds, resumes = point.colds(tau), point.resumes
-            lat.append(WakePoint(qps, gaps, n, lat0 + resume * resumes + cold * colds, 2e-6))
-            cpu.append(WakePoint(qps, gaps, n, c0 + resume * resumes + cold * colds, 2e-6))
+            lat.append(WakePoint(rps, gaps, n, lat0 + resume * resumes + cold * colds, 2e-6))
+            cpu.append(WakePoint(rps, gaps, n, c0 + resume * resumes + cold * colds, 2e-6))
     return [WakeSeries("latency", "latency", tuple(lat)), WakeSeries("server/sidecar CPU", "cpu", tuple(cpu))]
 
 
@@ -274,12 +274,12 @@ def test_cold_wakes_from_both_sidecar_runs_alone(tmp_path: Path) -> None:
     """Without server-sidecar runs the wake-ups at the reference rate come from the both-sidecars runs' gaps."""
     delay, tau = 0.3e-3, 2e-3
     response_p = -math.expm1(-BASE.mean / tau)
-    for qps in (100.0, 300.0, 700.0):
-        _write(tmp_path, f"base-{qps:g}", "baseline", qps, _sum(BASE))
+    for rps in (100.0, 300.0, 700.0):
+        _write(tmp_path, f"base-{rps:g}", "baseline", rps, _sum(BASE))
         both = _sum(BASE, INBOUND, INBOUND, INBOUND, INBOUND)
-        p_req = -math.expm1(-max(1 / qps - both.mean(), 0.0) / tau)
+        p_req = -math.expm1(-max(1 / rps - both.mean(), 0.0) / tau)
         colds = sum((RNG.random(N) < p).astype(float) for p in (p_req, p_req, response_p, response_p))
-        _write(tmp_path, f"both-{qps:g}", "both-sidecars", qps, both + delay * colds)
+        _write(tmp_path, f"both-{rps:g}", "both-sidecars", rps, both + delay * colds)
     summary = fit_runs([tmp_path], "envoy-both", tmp_path / "m.yaml", families=GAMMA)
     mesh = load_mesh(str(tmp_path / "m.yaml"))
     assert mesh.proxy.wakeup is not None, summary.notes

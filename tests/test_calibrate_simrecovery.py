@@ -1,5 +1,5 @@
 """Parameter recovery through the project's own simulator: a mesh model with known passes is simulated under
-fortio's c=1, 1000 qps workload (baseline, server-sidecar and both-sidecars scopes); latencies drawn from the
+fortio's c=1, 1000 rps workload (baseline, server-sidecar and both-sidecars scopes); latencies drawn from the
 simulator's reported CDF (111 quantile levels) become fortio histograms with fortio's -r 0.00001 edges; meshsim
 fit must give the known per-pass distributions back.
 
@@ -58,9 +58,9 @@ def test_known_passes_recovered_through_the_simulator(tmp_path: Path) -> None:
             id=f"sim-{path}", source="lab", provenance="simulated by meshsim.sim.predict (truth.yaml), test",
             when="2026-11-22T00:00:00Z", where={"simulator": "meshsim"},
             setup=Setup(mesh="truth", path=path, proxy_workers=2),
-            load=LoadSettings(qps=1000.0, connections=1, duration_s=60.0, resolution_s=1e-5))
+            load=LoadSettings(rps=1000.0, connections=1, duration_s=60.0, resolution_s=1e-5))
         write_run(tmp_path / "runs" / manifest.id, manifest,
-                  result_json(samples, 1e-5, requested_qps=1000, actual_qps=pred["achieved_rps"], labels=path))
+                  result_json(samples, 1e-5, requested_rps=1000, actual_rps=pred["achieved_rps"], labels=path))
     fit_runs([tmp_path / "runs"], "recovered", tmp_path / "recovered.yaml",
              families=[Family("gamma", True), Family("lognormal", True)])
     truth, got = load_mesh(str(model_path)), load_mesh(str(tmp_path / "recovered.yaml"))

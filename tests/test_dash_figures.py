@@ -55,12 +55,12 @@ def curves() -> dict[str, list[tuple[float, dict]]]:
     return {"istio": curve(4500.0, 1.0), "linkerd": curve(4900.0, 0.7)}
 
 
-def measured_run(mesh: str = "istio", qps: float = 1000.0) -> MeasuredRun:
+def measured_run(mesh: str = "istio", rps: float = 1000.0) -> MeasuredRun:
     return MeasuredRun(
         run_id=f"{mesh}-run", folder="/nowhere", mesh=mesh, mesh_version="", path="both-sidecars", features=(),
         topology="chain3",
         generator="fortio", connections=16, payload_bytes=1024, proxy_workers=2, proxy_cpu_limit=None,
-        qps_requested=qps, qps_achieved=qps - 1, percentiles_ms={"p50": 1.5, "p90": 2.5, "p99": 7.0, "p999": 9.0},
+        rps_requested=rps, rps_achieved=rps - 1, percentiles_ms={"p50": 1.5, "p90": 2.5, "p99": 7.0, "p999": 9.0},
         cdf_ms=((1.0, 0.2), (2.0, 0.9), (8.0, 1.0)), source="lab", provenance="test fixture", notes="", status="ok",
     )
 
@@ -90,7 +90,7 @@ def test_latency_figure_orders_percentiles_and_marks_measured_runs(curves):
     markers = [t for t in fig.data if t.mode == "markers" and t.x[0] is not None]
     assert len(markers) == 1
     assert list(markers[0].y) == [1.5, 2.5, 7.0]  # p50, p90, p99 of the run, at its achieved rate
-    assert set(markers[0].x) == {run.qps_achieved}
+    assert set(markers[0].x) == {run.rps_achieved}
     assert "istio-run" in markers[0].text[0]
     p50 = next(t for t in fig.data if t.name == "istio p50")
     p99 = next(t for t in fig.data if t.name == "istio p99")
@@ -134,12 +134,12 @@ def test_saturation_far_beyond_the_range_is_named_without_a_line():
 
 def test_cdf_figure_is_monotone_and_overlays_runs_near_the_rate(curves):
     points = {"istio": curves["istio"][1][1], "linkerd": None}
-    fig = figures.cdf_figure(points, 1000.0, {"istio": [measured_run(qps=1000.0), measured_run(qps=3000.0)]})
+    fig = figures.cdf_figure(points, 1000.0, {"istio": [measured_run(rps=1000.0), measured_run(rps=3000.0)]})
     predicted = [t for t in fig.data if t.name == "istio predicted"]
     assert len(predicted) == 1
     assert list(predicted[0].y) == sorted(predicted[0].y) and list(predicted[0].x) == sorted(predicted[0].x)
     measured = [t for t in fig.data if "measured" in t.name]
-    assert len(measured) == 1  # the 3000 qps run is too far from 1000 rps
+    assert len(measured) == 1  # the 3000 rps run is too far from 1000 rps
     assert "1,000 rps" in fig.layout.title.text
 
 

@@ -107,7 +107,7 @@ def test_shipped_istio_runs_overlay_only_where_the_setup_matches():
     data = json.loads((Path(baseline.folder) / "fortio.json").read_text())
     p99 = next(p["Value"] for p in data["DurationHistogram"]["Percentiles"] if p["Percentile"] == 99)
     assert baseline.percentiles_ms["p99"] == pytest.approx(1000 * p99)
-    assert baseline.qps_achieved == pytest.approx(data["ActualQPS"])
+    assert baseline.rps_achieved == pytest.approx(data["ActualQPS"])
     assert baseline.cdf_ms[-1][1] == pytest.approx(1.0) and baseline.mesh == "none"
 
     features = MeshFeatures.from_models({m: load_mesh(m) for m in ("istio", "none")})

@@ -61,7 +61,7 @@ class LoopbackTransport(DirectTransport):
 
 def small_plan(**over: Any) -> KubePlan:
     data: dict[str, Any] = {
-        "duration_s": 1, "qps": [20, 40], "ready_timeout_s": 30, "resources": {},
+        "duration_s": 1, "rps": [20, 40], "ready_timeout_s": 30, "resources": {},
         "node_selector": {"meshsim.test/node": "loop"},
         "configurations": [{"name": "base", "paths": ["baseline"]}],
     }
@@ -104,7 +104,7 @@ def test_full_run_stores_probes_and_deletes_its_namespaces(cp: ControlPlane, tmp
     assert [r.url for r in transport.requests] == [
         f"http://server.{seen['ns']['metadata']['name']}.svc.cluster.local:8077/echo?size=1024"] * 2
     manifest = read_manifest(result.written[0])
-    assert manifest.source == "kube" and manifest.setup.path == "baseline" and manifest.load.qps == 20
+    assert manifest.source == "kube" and manifest.setup.path == "baseline" and manifest.load.rps == 20
     assert manifest.where["kubernetes_version"] == "v1.37.1"
     assert {n["name"] for n in manifest.where["nodes"]} >= {"kwok-loop"}
     assert manifest.where["pods"][0]["node"] == "kwok-loop"
@@ -127,7 +127,7 @@ def test_interruption_at_every_step_leaves_no_namespace(cp: ControlPlane, tmp_pa
 
     expected = Interrupted if kind == "ctrl-c" else RunFailed
     with pytest.raises(expected):
-        run(cp, tmp_path, small_plan(qps=[20]), LoopbackTransport(local_fortio), on_step=boom)
+        run(cp, tmp_path, small_plan(rps=[20]), LoopbackTransport(local_fortio), on_step=boom)
     assert cp.managed_namespaces() == []
 
 
@@ -153,7 +153,7 @@ def test_resume_skips_finished_probes(cp: ControlPlane, tmp_path: Path, local_fo
                  on_step=lambda s, i: again.append(i["probe"]) if s == "probe" else None, resume=True)
     assert again == [probes[1]] and result.resumed == [probes[0]]
     assert (first / "fortio.json").stat().st_mtime_ns == stamp
-    assert read_manifest(tmp_path / "runs" / probes[1]).load.qps == 40
+    assert read_manifest(tmp_path / "runs" / probes[1]).load.rps == 40
     assert cp.managed_namespaces() == []
 
 
@@ -279,7 +279,7 @@ def test_istio_not_installed_then_objects_created_and_missing_injection_reported
 
 def test_ctrl_c_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(yaml.safe_dump({"duration_s": 1, "qps": [10], "ready_timeout_s": 120, "resources": {},
+    plan.write_text(yaml.safe_dump({"duration_s": 1, "rps": [10], "ready_timeout_s": 120, "resources": {},
                                     "node_selector": {"meshsim.test/node": "nowhere"},
                                     "configurations": [{"name": "sigint", "paths": ["baseline"]}]}))
     code = ("import sys, argparse\n"

@@ -68,7 +68,7 @@ def test_calibration_through_the_service_proxy_to_real_fortio(request: pytest.Fi
             for port in ports:
                 _wait_listening(netns.name, ip, port)
 
-    plan = plan_from_dict({"duration_s": 2, "qps": [50], "ready_timeout_s": 60, "resources": {},
+    plan = plan_from_dict({"duration_s": 2, "rps": [50], "ready_timeout_s": 60, "resources": {},
                            "node_selector": {"meshsim.test/node": "netns"},
                            "configurations": [{"name": "e2e", "paths": ["baseline"]}]}, "e2e-plan")
     err = io.StringIO()
@@ -81,7 +81,7 @@ def test_calibration_through_the_service_proxy_to_real_fortio(request: pytest.Fi
         assert manifest.load.url.startswith(f"http://server.{result.namespaces[0]}.svc.cluster.local:8077/echo")
         fortio_result = json.loads((result.written[0] / "fortio.json").read_text())
         assert fortio_result["URL"] == manifest.load.url
-        assert 95 <= fortio_result["RetCodes"]["200"] <= 101  # 50 qps x 2 s, all through the netns "pods"
+        assert 95 <= fortio_result["RetCodes"]["200"] <= 101  # 50 rps x 2 s, all through the netns "pods"
         assert cp.managed_namespaces() == []
     finally:
         for proc in started.values():

@@ -53,8 +53,8 @@ def test_bad_plan_names_file_and_key(tmp_path: Path) -> None:
     bad.write_text("configurations:\n  - name: a\n    paths: [sidecar]\n")
     with pytest.raises(ModelError, match=r"plan.yaml: configurations\[0\].paths: unknown path mode 'sidecar'"):
         load_plan(bad)
-    bad.write_text("qps: [0]\nconfigurations:\n  - name: a\n")
-    with pytest.raises(ModelError, match=r"plan.yaml: qps: rates must be > 0"):
+    bad.write_text("rps: [0]\nconfigurations:\n  - name: a\n")
+    with pytest.raises(ModelError, match=r"plan.yaml: rps: rates must be > 0"):
         load_plan(bad)
     bad.write_text("configurations:\n  - name: a\n    paths: [client-lb]\n")
     with pytest.raises(ModelError, match=r"configurations\[0\].replicas: load-balancing paths need replicas >= 2"):

@@ -43,7 +43,7 @@ def fortio(tmp_path: Path) -> Iterator[str]:
 
 
 def test_rest_run_returns_a_result_the_calibration_reader_accepts(fortio: str) -> None:
-    request = FortioRequest(url=f"{fortio}/echo?size=1024", qps=50, connections=1, duration_s=2,
+    request = FortioRequest(url=f"{fortio}/echo?size=1024", rps=50, connections=1, duration_s=2,
                             uniform=True, labels="kube-none-test-baseline-c1-q50")
     params = request.params()
     assert all(isinstance(v, str) for v in params.values())  # fortio's REST API wants strings only
@@ -53,14 +53,14 @@ def test_rest_run_returns_a_result_the_calibration_reader_accepts(fortio: str) -
     data = result.data
     assert data["Labels"] == "kube-none-test-baseline-c1-q50"
     assert data["NumThreads"] == 1 and float(data["RequestedQPS"]) == 50
-    assert 95 <= result.ok_requests <= 101  # 50 qps for 2 s, paced
+    assert 95 <= result.ok_requests <= 101  # 50 rps for 2 s, paced
     assert data["Uniform"] is True
     assert data["DurationHistogram"]["Count"] == result.ok_requests
 
 
 def test_probe_against_a_stopped_service_is_a_failure_not_data(fortio: str) -> None:
     dead = f"http://127.0.0.1:{free_port()}/echo"
-    raw = DirectTransport(fortio).run("ns", FortioRequest(url=dead, qps=20, connections=1, duration_s=1))
+    raw = DirectTransport(fortio).run("ns", FortioRequest(url=dead, rps=20, connections=1, duration_s=1))
     with pytest.raises(RunFailed, match="no successful request .* not stored as a measurement"):
         parse_probe(raw, "probe dead")
 
@@ -68,7 +68,7 @@ def test_probe_against_a_stopped_service_is_a_failure_not_data(fortio: str) -> N
 def test_unreachable_fortio_rest_api_is_one_line() -> None:
     base = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(RunFailed, match=f"cannot reach fortio at {re.escape(base)}"):
-        DirectTransport(base).run("ns", FortioRequest(url="http://127.0.0.1:1/", qps=1, connections=1, duration_s=1))
+        DirectTransport(base).run("ns", FortioRequest(url="http://127.0.0.1:1/", rps=1, connections=1, duration_s=1))
 
 
 def test_garbage_answer_is_refused() -> None:

@@ -50,7 +50,7 @@ def test_cli_up_probe_down_leaves_no_process(binaries, tmp_path, capsys):
         pids = [p["pid"] for p in state["processes"]] + [state["daemon_pid"]]
         assert len(state["processes"]) == 7 and all(pid_alive(pid) for pid in pids)
         # The processes outlive the `up` call: a later command probes them.
-        assert meshsim_lab("probe", "--qps", "100", "--duration", "1", "--state-dir", str(lab_dir),
+        assert meshsim_lab("probe", "--rps", "100", "--duration", "1", "--state-dir", str(lab_dir),
                            "--out", str(out), "--json") == 0
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert summary["status"] == "ok" and Path(summary["folder"]).parent == out
@@ -95,7 +95,7 @@ def test_up_failure_is_reported_and_cleaned_up(binaries, tmp_path):
 
 
 def test_lab_run_cli_json(binaries, tmp_path, capsys):
-    assert meshsim_lab("run", "--topology", "single", "--mode", "sidecar", "--qps", "100,200", "--duration", "1",
+    assert meshsim_lab("run", "--topology", "single", "--mode", "sidecar", "--rps", "100,200", "--duration", "1",
                        "--out", str(tmp_path / "runs"), "--json") == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["runs"]) == 2
@@ -134,7 +134,7 @@ def test_cpu_limit_is_applied_or_clearly_unavailable(binaries, tmp_path):
     lab = Lab(LabSpec(topology="single", mode="sidecar", cpu_limit=0.1), tmp_path / "lab")
     with lab as state:
         # As fast as possible for a second: the proxies want far more than 0.1 core and get throttled.
-        result = probe(state, ProbeSettings(qps=0, connections=4, duration_s=1.0), tmp_path / "runs")
+        result = probe(state, ProbeSettings(rps=0, connections=4, duration_s=1.0), tmp_path / "runs")
         groups = []
         for proc in state.processes:
             if proc.kind != "sidecar":

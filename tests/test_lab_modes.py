@@ -56,7 +56,7 @@ def test_mtls_handshakes_and_client_subject(binaries, tmp_path):
     from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
     with _lab(tmp_path, topology="chain3", mode="mtls") as state:
-        result = probe(state, ProbeSettings(qps=100, duration_s=1.0), tmp_path / "runs")
+        result = probe(state, ProbeSettings(rps=100, duration_s=1.0), tmp_path / "runs")
         debug = _get(f"{state.entry_url}/debug")
         stats = {name: _stats(state.process(f"{name}/sidecar").admin_port) for name in ("client", "s1", "s2", "s3")}
         # Plain HTTP to a service's inbound (TLS-only) listener is refused: traffic really is encrypted.
@@ -81,12 +81,12 @@ def _traced(tmp_path: Path, topology: str):
     """A 2 s probe of ``topology`` in tracing mode: (requests fortio sent, collector counts, probe result)."""
     from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
-    settings = ProbeSettings(qps=100, connections=1, duration_s=2.0)
+    settings = ProbeSettings(rps=100, connections=1, duration_s=2.0)
     with _lab(tmp_path, topology=topology, mode="tracing") as state:
         result = probe(state, settings, tmp_path / "runs")
         counts = json.loads(_get(f"http://127.0.0.1:{state.collector_port}/stats"))
     # Every request fortio made (its warm-up call per connection included) is traced. Count what it really sent:
-    # on a busy machine fortio may stop a few calls short of qps*duration when it falls behind at the end.
+    # on a busy machine fortio may stop a few calls short of rps*duration when it falls behind at the end.
     requests = int(result.result["DurationHistogram"]["Count"]) + settings.connections
     assert requests >= 0.9 * (settings.expected_calls + settings.connections)
     return requests, counts, result
@@ -119,7 +119,7 @@ def test_bookinfo_call_graph_every_service_called_once_per_request(binaries, tmp
 def test_balancing_spreads_requests_over_replicas(binaries, tmp_path, mode):
     from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
-    settings = ProbeSettings(qps=300, connections=2, duration_s=1.5)
+    settings = ProbeSettings(rps=300, connections=2, duration_s=1.5)
     with _lab(tmp_path, topology="lb3", mode=mode) as state:
         result = probe(state, settings, tmp_path / "runs")
         balancer = "lb:server" if mode == "proxy-lb" else "client/sidecar"

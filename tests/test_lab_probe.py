@@ -43,7 +43,7 @@ def _admin_stats(port: int) -> dict[str, int]:
 def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_path, mode, connections):
     from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 
-    settings = ProbeSettings(qps=200, connections=connections, duration_s=2.0, payload_bytes=512)
+    settings = ProbeSettings(rps=200, connections=connections, duration_s=2.0, payload_bytes=512)
     out = tmp_path / "runs"
     with _lab({"topology": "chain3", "mode": mode}, tmp_path) as state:
         result = probe(state, settings, out)
@@ -58,7 +58,7 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
                 time.sleep(0.1)
             assert seen == want
 
-    expected = int(200 * 2.0) // connections * connections  # fortio: int(qps*duration)/c calls per connection
+    expected = int(200 * 2.0) // connections * connections  # fortio: int(rps*duration)/c calls per connection
     assert settings.expected_calls == expected
     if "fell behind" in result.manifest.notes:
         # fortio ends a run at its deadline; on a busy machine a late run misses its last few calls (and says so).
@@ -73,7 +73,7 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
     assert manifest.source == "lab" and manifest.status == "ok"
     assert manifest.setup.path == ("baseline" if mode == "baseline" else "both-sidecars")
     assert manifest.setup.topology == "chain3" and manifest.setup.payload_bytes == 512
-    assert manifest.load.qps == 200 and manifest.load.connections == connections and manifest.load.resolution_s == 1e-5
+    assert manifest.load.rps == 200 and manifest.load.connections == connections and manifest.load.resolution_s == 1e-5
     apps = {"client/app", "s1/app", "s2/app", "s3/app"}
     sidecars = {"client/sidecar", "s1/sidecar", "s2/sidecar", "s3/sidecar"} if mode == "sidecar" else set()
     assert set(manifest.cpu_seconds) == apps | sidecars
@@ -99,7 +99,7 @@ def test_probe_against_stopped_service_fails_and_stores_nothing(binaries, tmp_pa
         os.kill(leaf.pid, signal.SIGTERM)
         lab.supervisor.by_name("s3/app").popen.wait(timeout=5)
         with pytest.raises(RunFailed, match="s3/app"):
-            probe(state, ProbeSettings(qps=100, duration_s=1.0), out)
+            probe(state, ProbeSettings(rps=100, duration_s=1.0), out)
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -109,7 +109,7 @@ def test_error_fraction_of_a_real_failing_fortio_run(binaries, tmp_path):
 
     fortio = require_component("fortio")
     with _lab({"topology": "single", "mode": "baseline"}, tmp_path) as state:
-        settings = ProbeSettings(qps=200, duration_s=1.0)
+        settings = ProbeSettings(rps=200, duration_s=1.0)
         # -allow-initial-errors: a 503 on the warm-up call would otherwise abort fortio (that alone fails a probe).
         run = run_fortio(fortio, f"{state.entry_url}/echo?status=503:20", settings, tmp_path,
                          extra=["-allow-initial-errors"])
@@ -137,11 +137,11 @@ def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
     messages: list[str] = []
     started = time.monotonic()
     results = lab_run(LabSpec(topology="single", mode="server-sidecar"),
-                      [ProbeSettings(qps=100, duration_s=1.0),
-                       ProbeSettings(qps=300, connections=2, duration_s=1.0, uniform=True, jitter=True, nocatchup=True)],
+                      [ProbeSettings(rps=100, duration_s=1.0),
+                       ProbeSettings(rps=300, connections=2, duration_s=1.0, uniform=True, jitter=True, nocatchup=True)],
                       tmp_path / "runs", progress=messages.append)
     assert time.monotonic() - started < 20
-    assert [r.manifest.load.qps for r in results] == [100, 300]
+    assert [r.manifest.load.rps for r in results] == [100, 300]
     assert all(r.folder.parent == tmp_path / "runs" for r in results)
     assert {"client/app", "server/app", "server/sidecar"} == set(results[0].manifest.cpu_seconds)
     assert results[0].manifest.setup.path == "server-sidecar"

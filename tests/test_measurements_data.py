@@ -28,7 +28,7 @@ def test_istio_runs_load_with_modes_features_and_provenance() -> None:
         assert m.source == "istio-tools" and "2997c96673" in m.provenance
         assert "results-istio-1.2.0-fortio/" in m.provenance
         assert m.setup.mesh_version == "1.2.0" and m.setup.proxy_workers == 2 and m.setup.payload_bytes == 1024
-        assert m.load.qps == 1000 and m.load.connections == 1 and m.load.duration_s == 240
+        assert m.load.rps == 1000 and m.load.connections == 1 and m.load.duration_s == 240
         assert run.result.labels in m.provenance  # the file name carries fortio's Labels
         assert m.status == run.quality.status  # the manifest records what the reader detects
     assert by_mode[("both-sidecars", frozenset({"telemetry"}))].status == "saturated"

@@ -36,7 +36,7 @@ def timeline(load: FortioLoad, duration: float, service: float, servers: int = 4
 
 
 def test_fortio_paces_each_thread_over_the_duration():
-    # 100 qps, 2 threads, 0.1 s: 10 calls, 5 per thread at (i + i/4) / 50 s = 0, 25, 50, 75, 100 ms
+    # 100 rps, 2 threads, 0.1 s: 10 calls, 5 per thread at (i + i/4) / 50 s = 0, 25, 50, 75, 100 ms
     t = timeline(FortioLoad(100, connections=2), 0.1, service=0.005)
     assert t[0] == [(0.0, 5.0), (25.0, 5.0), (50.0, 5.0), (75.0, 5.0), (100.0, 5.0)]
     assert t[1] == t[0]  # without -uniform the connections fire in sync
@@ -45,7 +45,7 @@ def test_fortio_paces_each_thread_over_the_duration():
 def test_fortio_uniform_staggers_thread_starts():
     t = timeline(FortioLoad(100, connections=2, uniform=True), 0.1, service=0.005)
     assert [s for s, _ in t[0]] == [0.0, 25.0, 50.0, 75.0, 100.0]
-    assert [s for s, _ in t[1]] == [10.0, 35.0, 60.0, 85.0, 110.0]  # offset id/qps = 1/100 s
+    assert [s for s, _ in t[1]] == [10.0, 35.0, 60.0, 85.0, 110.0]  # offset id/rps = 1/100 s
 
 
 def test_fortio_in_sync_threads_queue_on_one_core():
@@ -55,7 +55,7 @@ def test_fortio_in_sync_threads_queue_on_one_core():
 
 
 def test_fortio_catches_up_when_late():
-    # 40 qps, 1 thread, 0.1 s: 4 calls at targets 0, 33.3, 66.7, 100 ms; the server takes 50 ms
+    # 40 rps, 1 thread, 0.1 s: 4 calls at targets 0, 33.3, 66.7, 100 ms; the server takes 50 ms
     t = timeline(FortioLoad(40, connections=1), 0.1, service=0.05)
     assert [s for s, _ in t[0]] == [0.0, 50.0, 100.0, 150.0]  # no sleep while behind: back to back
 
@@ -83,7 +83,7 @@ def test_fortio_plan_matches_fortio_setup():
 
 @pytest.mark.parametrize("service_ms", [1.35, 2.0])
 def test_fortio_throughput_caps_at_connections_over_latency(service_ms):
-    """Istio 1.2 `both` at c=1 achieved 742 of 1000 qps: one connection cannot beat 1 / latency."""
+    """Istio 1.2 `both` at c=1 achieved 742 of 1000 rps: one connection cannot beat 1 / latency."""
     scenario = plain(station_topology(Deterministic(service_ms * 1e-3)))
     r = run_replication(scenario, Workload(FortioLoad(1000, connections=1)), Horizon(2.0), 1, 0)
     assert r.achieved_rps == pytest.approx(1000 / service_ms, rel=0.01)

@@ -44,7 +44,7 @@ def test_replay_reproduces_the_fit_runs(validation) -> None:
         lo, hi = c.latency_ms["p50"].ci95
         assert lo <= c.latency_ms["p50"].predicted <= hi
     mixer = next(c for c in validation.comparisons if c.run_id.endswith("both-sidecars-mixer"))
-    # fortio fell behind (742 of 1000 qps) and the closed-loop fortio model reproduces the shortfall
+    # fortio fell behind (742 of 1000 rps) and the closed-loop fortio model reproduces the shortfall
     assert mixer.achieved_rps.measured < 800 and mixer.achieved_rps.predicted < 900
 
 
@@ -147,14 +147,14 @@ def test_saturated_run_is_validated_and_marked(tmp_path: Path) -> None:
     import numpy as np
 
     rng = np.random.default_rng(3)
-    lat = 0.004 + rng.gamma(4.0, 0.0005, 4000)  # ~6 ms per call: one connection caps near 170 qps
+    lat = 0.004 + rng.gamma(4.0, 0.0005, 4000)  # ~6 ms per call: one connection caps near 170 rps
     folder = tmp_path / "sat"
     folder.mkdir()
-    (folder / "fortio.json").write_text(json.dumps(result_json(lat, 1e-5, requested_qps=500, actual_qps=166.0)))
+    (folder / "fortio.json").write_text(json.dumps(result_json(lat, 1e-5, requested_rps=500, actual_rps=166.0)))
     manifest = yaml.safe_load((RUNS / "istio-1.2.0-c1-qps1000-baseline" / "manifest.yaml").read_text())
     manifest.update(id="synthetic-saturated", provenance="synthetic: gamma latencies written in fortio's format by "
                     "meshsim.calibrate.measure.fortio_histogram.result_json (test data)")
-    manifest["load"].update(qps=500.0, duration_s=24.0)
+    manifest["load"].update(rps=500.0, duration_s=24.0)
     (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     v = validate_runs(REPO / "models" / "meshes" / "istio.yaml", [folder], **FAST)
     (c,) = v.comparisons

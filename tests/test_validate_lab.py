@@ -1,12 +1,12 @@
 """The lab validation loop for real: calibrate the lab (real fortio, real Envoy, loopback only) on one connection at
-two low rates plus one batching probe, measure held-out runs the calibration never saw (4 connections at 1000 qps;
-a 0.1-core, 1-worker proxy driven at 3000 qps past its saturation; chain5 and Bookinfo with their baselines), each
+two low rates plus one batching probe, measure held-out runs the calibration never saw (4 connections at 1000 rps;
+a 0.1-core, 1-worker proxy driven at 3000 rps past its saturation; chain5 and Bookinfo with their baselines), each
 twice, validate, and check the errors.
 
 Thresholds are what six runs of SMALL_PLAN measured on this 2-core VM (median held-out p50 error 4-29 %, chain5
 p50 within 30 %, Bookinfo within 15 %, saturated throughput from -53 % to +110 %) with a margin for the machine's
 drift. The same runs measured the lab's own repeatability (a repeat of the same setup: p50 moves 4-22 % in the
-median), and the saturated throughput of the 0.1-core worker itself swung from 712 to 1504 qps between runs of the
+median), and the saturated throughput of the 0.1-core worker itself swung from 712 to 1504 rps between runs of the
 same day: a quota of guest CPU time buys fewer requests while the host is busy. Hence the wide limits.
 """
 
@@ -27,7 +27,7 @@ from meshsim.calibrate.validation.text_report import summary_line
 # Measured over six runs of SMALL_PLAN (see the module docstring); margins cover the drift seen between runs.
 MEDIAN_P50_LIMIT = 0.45
 CHAIN5_P50_LIMIT = 0.45
-SATURATED_RPS_LIMIT = 1.5  # the measured throughput itself swung 712..1504 qps between runs that day
+SATURATED_RPS_LIMIT = 1.5  # the measured throughput itself swung 712..1504 rps between runs that day
 BOOKINFO_P50_LIMIT = 0.45
 
 
@@ -83,10 +83,10 @@ def test_saturated_cpu_limited_proxy_is_marked_and_capped(lab_validation) -> Non
     assert len(saturated) == SMALL_PLAN.repeats
     for sat in saturated:
         assert sat.status == "saturated"
-        assert sat.achieved_rps.measured < 0.95 * sat.qps
+        assert sat.achieved_rps.measured < 0.95 * sat.rps
         # the fortio model reproduces a throughput cap below the requested rate, and says where it is
-        assert sat.achieved_rps.predicted < 0.95 * sat.qps
-        assert sat.saturation_rps is not None and sat.saturation_rps < sat.qps
+        assert sat.achieved_rps.predicted < 0.95 * sat.rps
+        assert sat.saturation_rps is not None and sat.saturation_rps < sat.rps
 
 
 def test_held_out_errors_under_the_measured_limits(lab_validation) -> None:

@@ -66,10 +66,10 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
     out = []
     for run in runs:
         scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
-        if scope is None or not run.qps:
+        if scope is None or not run.rps:
             continue
         load = run.manifest.load
-        pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
+        pred = predict(topo, model_path, rps=run.rps, load="fortio", connections=load.connections,
                        uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
                        features=run_features(model, run), warmup_s=0.0,
                        duration_s=duration_s or load.duration_s or 60.0, replications=1,
@@ -86,7 +86,7 @@ def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed
     from meshsim.sim.predict import predict
 
     load = run.manifest.load
-    pred = predict(topo, model_path, rps=run.qps, load="fortio", connections=load.connections,
+    pred = predict(topo, model_path, rps=run.rps, load="fortio", connections=load.connections,
                    uniform=load.uniform, jitter=load.jitter, scope=SCOPE_OF_PATH[run.manifest.setup.path],
                    features=run_features(model, run), warmup_s=0.0, duration_s=60.0, replications=1, processes=1,
                    seed=seed).to_dict()
@@ -103,7 +103,7 @@ def refine(model_path: Path, runs: Sequence[Run], out: Path, work: Path, iterati
     topo = calibration_topology(model, work)
     current = model_path
     for path, kinds in REFINED:
-        chosen = [r for r in runs if r.manifest.setup.path == path and not r.features and r.qps]
+        chosen = [r for r in runs if r.manifest.setup.path == path and not r.features and r.rps]
         if not chosen:
             continue
         run = max(chosen, key=lambda r: r.result.count)

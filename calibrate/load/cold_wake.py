@@ -42,7 +42,7 @@ def cold_probability(gap_s: float | np.ndarray, tau_s: float) -> float | np.ndar
 class WakePoint:
     """One run's value per request of one proxy, with the idle gaps its workers' passes found (0 = busy)."""
 
-    qps: float
+    rps: float
     gaps_s: np.ndarray  # every pass's idle gap, of ``requests`` requests through the proxy (or proxies)
     requests: float
     value_s: float
@@ -170,7 +170,7 @@ def fit_cold_wake(series: Sequence[WakeSeries], tau_max_s: float) -> ColdWakeFit
     series = [s for s in series if s.points]
     if not any(s.kind == "latency" for s in series):
         raise ValueError("cold wake fit needs a latency series")
-    if len({p.qps for s in series for p in s.points}) < 2:
+    if len({p.rps for s in series for p in s.points}) < 2:
         raise ValueError("load dependence needs runs at two or more rates")
     tau_hi = max(float(tau_max_s), TAU_MIN_S * 10)
     if resume_identified(series):

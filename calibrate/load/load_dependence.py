@@ -41,7 +41,7 @@ class Extra:
 
 @dataclass(frozen=True)
 class Point:
-    qps: float
+    rps: float
     gap_s: float  # idle gap of the worker before the request pass
     arrival_s: float  # 1 / (rate per worker)
     value_s: float  # mean added per pass (proxy) or mean latency (baseline)
@@ -55,12 +55,12 @@ def _sigma(points: Sequence[Point], scale: float) -> list[float]:
 
 
 def _baseline_points(runs: Sequence[Run]) -> dict[float, tuple[float, float, float]]:
-    """qps -> (pooled mean, its standard error, mean connections) of the plain baseline runs at that rate."""
+    """rps -> (pooled mean, its standard error, mean connections) of the plain baseline runs at that rate."""
     by_rate: dict[float, list[tuple[float, float, int]]] = defaultdict(list)
     for r in runs:
-        if r.manifest.setup.path == "baseline" and not r.features and r.qps:
+        if r.manifest.setup.path == "baseline" and not r.features and r.rps:
             obs = from_result(r.result)
-            by_rate[float(r.qps)].append((obs.mean, obs.mean_se, r.manifest.load.connections))
+            by_rate[float(r.rps)].append((obs.mean, obs.mean_se, r.manifest.load.connections))
     out = {}
     for q, vals in by_rate.items():
         m = float(np.mean([v[0] for v in vals]))
@@ -75,8 +75,8 @@ CPU_TICK_S = 0.01  # /proc/<pid>/stat counts CPU in clock ticks (USER_HZ = 100)
 def _plain(runs: Sequence[Run], path: str) -> dict[float, list[Run]]:
     by_rate: dict[float, list[Run]] = defaultdict(list)
     for r in runs:
-        if r.manifest.setup.path == path and not r.features and r.qps:
-            by_rate[float(r.qps)].append(r)
+        if r.manifest.setup.path == path and not r.features and r.rps:
+            by_rate[float(r.rps)].append(r)
     return by_rate
 
 
@@ -91,10 +91,10 @@ def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeS
         per_proxy = PASSES[path] // 2
         latency: list[WakePoint] = []
         cpu: dict[str, list[WakePoint]] = defaultdict(list)
-        for qps, rs in sorted(_plain(runs, path).items()):
-            if qps not in base:
+        for rps, rs in sorted(_plain(runs, path).items()):
+            if rps not in base:
                 continue
-            base_mean, base_se, _ = base[qps]
+            base_mean, base_se, _ = base[rps]
             for r in rs:
                 seen = gaps.get(r.id)
                 proxies = [k for k in ("server/sidecar", "client/sidecar")[:per_proxy] if seen and k in seen.gaps]
@@ -104,9 +104,9 @@ def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeS
                 value = max((obs.mean - base_mean) / per_proxy, 0.0)
                 se = float(np.hypot(obs.mean_se, base_se)) / per_proxy
                 all_gaps = np.concatenate([seen.gaps[k] for k in proxies])
-                latency.append(WakePoint(float(qps), all_gaps, seen.requests * per_proxy, value, se))
+                latency.append(WakePoint(float(rps), all_gaps, seen.requests * per_proxy, value, se))
                 duration = r.manifest.load.duration_s or r.result.duration_s
-                done = (r.result.actual_qps or qps) * (duration or 0.0)
+                done = (r.result.actual_rps or rps) * (duration or 0.0)
                 if not done or not np.isfinite(done):
                     continue
                 for key, seconds in r.manifest.cpu_seconds.items():
@@ -114,19 +114,19 @@ def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeS
                         per_request = seconds / done
                         tick = CPU_TICK_S / math.sqrt(6) / done  # two tick-quantised readings
                         sigma = float(np.hypot(tick, RUN_TO_RUN * per_request))
-                        cpu[key].append(WakePoint(float(qps), seen.gaps[key], seen.requests, per_request, sigma))
-        if len({p.qps for p in latency}) < 2:
+                        cpu[key].append(WakePoint(float(rps), seen.gaps[key], seen.requests, per_request, sigma))
+        if len({p.rps for p in latency}) < 2:
             continue
         level = RUN_TO_RUN * float(np.mean([p.value_s for p in latency]))
         latency = [replace(p, sigma_s=float(np.sqrt(p.sigma_s**2 + level**2 + ABS_NOISE_S**2))) for p in latency]
         series.append(WakeSeries(f"latency per proxy, {path}", "latency", tuple(latency)))
         series += [WakeSeries(f"{k} CPU, {path}", "cpu", tuple(v)) for k, v in sorted(cpu.items())
-                   if len({p.qps for p in v}) >= 2]
+                   if len({p.rps for p in v}) >= 2]
     return series
 
 
 def _describe(s: WakeSeries) -> str:
-    return f"{s.name} (" + ", ".join(f"{p.qps:g} qps: {p.value_s * 1e3:.3f} ms" for p in s.points) + ")"
+    return f"{s.name} (" + ", ".join(f"{p.rps:g} rps: {p.value_s * 1e3:.3f} ms" for p in s.points) + ")"
 
 
 def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
@@ -136,7 +136,7 @@ def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
         return
     pts = [Point(q, idle_gap(q, int(c), int(c), m), arrival_gap(q, int(c), int(c)), m, se)
            for q, (m, se, c) in sorted(base.items())]
-    rates = ", ".join(f"{p.qps:g} qps: {p.value_s * 1e3:.4f} ms" for p in pts)
+    rates = ", ".join(f"{p.rps:g} rps: {p.value_s * 1e3:.4f} ms" for p in pts)
     fit = fit_wakeup([p.gap_s for p in pts], [p.value_s for p in pts], sigma_s=_sigma(pts, 1.0),
                      tau_max_s=TAU_GAP_FACTOR * max(p.arrival_s for p in pts),
                      max_max_s=MAX_PASS_FACTOR * max(p.value_s for p in pts))
@@ -162,7 +162,7 @@ def baseline_dependence(usable: Sequence[Run]) -> Extra:
 
 def wake_runs(usable: Sequence[Run]) -> list[Run]:
     """The plain sidecar runs whose idle gaps the cold wake fit needs (replayed by ``wake_gaps``)."""
-    return [r for r in usable if r.manifest.setup.path in PASSES and not r.features and r.qps]
+    return [r for r in usable if r.manifest.setup.path in PASSES and not r.features and r.rps]
 
 
 def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], gaps: Mapping[str, RunGaps],
@@ -174,7 +174,7 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
         if other:
             extra.notes.append("runs at other rates lack a baseline at the same rate: no load-dependence fit")
         return extra
-    arrivals = [arrival_gap(p.qps, 1, 1) for s in series for p in s.points]
+    arrivals = [arrival_gap(p.rps, 1, 1) for s in series for p in s.points]
     fit = fit_cold_wake(series, tau_max_s=TAU_GAP_FACTOR * max(arrivals))
     seen = "; ".join(_describe(s) for s in series)
     if not fit.accepted:
@@ -217,7 +217,7 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
                 f"(wake-up fit; {_describe(s)})")
     at_ref = "; ".join(f"{side}: {r:.2f} resumes and {p:.3f} cold wakes per request" for side, (r, p) in sides.items())
     extra.notes.append(
-        f"load dependence ({seen}): {fit.verdict()}; at the reference rate {ref_runs[0].qps or 0:g} qps, {at_ref}: "
+        f"load dependence ({seen}): {fit.verdict()}; at the reference rate {ref_runs[0].rps or 0:g} rps, {at_ref}: "
         "the decomposition takes these wake-ups as known parts (the simulator adds them itself)")
     say(extra.notes[-1])
     return extra
@@ -230,7 +230,7 @@ def cpu(runs: Sequence[Run], decomp: Decomposition, notes: list[str]) -> list[di
         if not duration or not np.isfinite(duration):
             continue
         for comp, seconds in r.manifest.cpu_seconds.items():
-            groups[(comp, r.manifest.setup.path, r.features)].append((r.result.actual_qps, seconds / duration))
+            groups[(comp, r.manifest.setup.path, r.features)].append((r.result.actual_rps, seconds / duration))
     out = []
     for (comp, path, feats), pts in sorted(groups.items(), key=lambda kv: kv[0][:2]):
         if len({round(p[0], 3) for p in pts}) < 2:
@@ -292,7 +292,7 @@ def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition, 
             cpu_total += cost_ms
             pass_total += 2 * pass_ms
             rates = "/".join(f"{q:.0f}" for q in e["rates"])
-            used.append(f"{key} {cost_ms:.4g} ms CPU per request ({e['path']} runs at {rates} qps, "
+            used.append(f"{key} {cost_ms:.4g} ms CPU per request ({e['path']} runs at {rates} rps, "
                         f"r2 {e['r2']}) over 2 x {pass_ms:.4g} ms fitted mean pass")
         if pass_total > 0 and used:
             frac = min(1.0, cpu_total / pass_total)

@@ -79,14 +79,14 @@ class WakeupFit:
         return self.base_s + self.max_s * (1 - math.exp(-gap_s / self.tau_s))
 
 
-def idle_gap(qps: float, connections: int, workers: int, busy_s: float) -> float:
-    """Mean idle time of a worker between requests: each busy worker sees qps / min(c, W) requests per second."""
-    return max(arrival_gap(qps, connections, workers) - busy_s, 0.0)
+def idle_gap(rps: float, connections: int, workers: int, busy_s: float) -> float:
+    """Mean idle time of a worker between requests: each busy worker sees rps / min(c, W) requests per second."""
+    return max(arrival_gap(rps, connections, workers) - busy_s, 0.0)
 
 
-def arrival_gap(qps: float, connections: int, workers: int) -> float:
+def arrival_gap(rps: float, connections: int, workers: int) -> float:
     """Mean time between requests reaching one worker: 1 / (rate per worker)."""
-    return max(min(connections, workers), 1) / qps
+    return max(min(connections, workers), 1) / rps
 
 
 def fit_wakeup(

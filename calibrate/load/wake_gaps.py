@@ -44,14 +44,14 @@ def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: 
     out: dict[str, RunGaps] = {}
     for run in runs:
         scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
-        if scope in (None, "none") or not run.qps:
+        if scope in (None, "none") or not run.rps:
             continue
         setup, load = run.manifest.setup, run.manifest.load
         proxy = replace(mesh.proxy, workers=setup.proxy_workers or mesh.proxy.workers, cpu_limit=setup.proxy_cpu_limit)
         scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
-        qps = float(run.qps)
-        duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / qps, 0.5))
-        workload = Workload(FortioLoad(qps, load.connections, load.uniform, load.jitter, load.nocatchup))
+        rps = float(run.rps)
+        duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / rps, 0.5))
+        workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup))
         result = run_replication(scenario, workload, Horizon(duration, 0.0), seed, 0, observe_gaps=True)
         gaps = {c: u.idle_gaps for c, u in result.usage.items()
                 if c.endswith("/sidecar") and u.idle_gaps is not None and u.idle_gaps.size}

@@ -38,8 +38,8 @@ class Run:
         return frozenset(self.manifest.setup.features)
 
     @property
-    def qps(self) -> float | None:
-        return self.manifest.load.qps if self.manifest.load.qps is not None else self.result.requested_qps
+    def rps(self) -> float | None:
+        return self.manifest.load.rps if self.manifest.load.rps is not None else self.result.requested_rps
 
 
 def access_log_path(folder: Path, files: Mapping[str, str]) -> Path | None:

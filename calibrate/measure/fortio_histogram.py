@@ -45,8 +45,8 @@ def result_json(
     samples_s: np.ndarray,
     resolution_s: float,
     *,
-    requested_qps: float,
-    actual_qps: float | None = None,
+    requested_rps: float,
+    actual_rps: float | None = None,
     connections: int = 1,
     labels: str = "synthetic",
     url: str = "http://127.0.0.1:8080/echo?size=1024",
@@ -55,15 +55,15 @@ def result_json(
 ) -> dict[str, Any]:
     """A fortio 1.6x-shaped result for the given latencies (seconds)."""
     x = np.asarray(samples_s, dtype=float)
-    qps = actual_qps if actual_qps is not None else requested_qps
+    rps = actual_rps if actual_rps is not None else requested_rps
     return {
         "RunType": "HTTP",
         "Labels": labels,
         "StartTime": start_time or dt.datetime.now(dt.timezone.utc).isoformat(),
-        "RequestedQPS": f"{requested_qps:g}",
-        "RequestedDuration": f"{x.size / qps:g}s",
-        "ActualQPS": qps,
-        "ActualDuration": int(x.size / qps * 1e9),
+        "RequestedQPS": f"{requested_rps:g}",
+        "RequestedDuration": f"{x.size / rps:g}s",
+        "ActualQPS": rps,
+        "ActualDuration": int(x.size / rps * 1e9),
         "NumThreads": connections,
         "Version": "meshsim-synthetic (fortio 1.68 layout)",
         "DurationHistogram": {

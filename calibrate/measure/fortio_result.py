@@ -44,8 +44,8 @@ class FortioResult:
     version: str
     url: str
     run_type: str
-    requested_qps: float | None  # None: fortio ran at max speed (-qps 0 / "max")
-    actual_qps: float
+    requested_rps: float | None  # None: fortio ran at max speed (-qps 0 / "max")
+    actual_rps: float
     duration_s: float
     num_threads: int
     ret_codes: Mapping[str, int]
@@ -75,7 +75,7 @@ class FortioResult:
         """What fortio recorded about the run (for manifests, model files and reports)."""
         return {
             "labels": self.labels, "start_time": self.start_time, "fortio_version": self.version, "url": self.url,
-            "requested_qps": self.requested_qps, "actual_qps": round(self.actual_qps, 3),
+            "requested_rps": self.requested_rps, "actual_rps": round(self.actual_rps, 3),
             "num_threads": self.num_threads, "uniform": self.uniform, "jitter": self.jitter,
             "nocatchup": self.nocatchup, "ret_codes": dict(self.ret_codes), "payload_bytes": self.payload_bytes,
             "count": self.count, "raw_samples": self.samples is not None,
@@ -86,7 +86,7 @@ def _fail(path: str, problem: str) -> ModelError:
     return ModelError(f"{path}: {problem}")
 
 
-def _qps(value: Any, path: str) -> float | None:
+def _rps(value: Any, path: str) -> float | None:
     """RequestedQPS is a number in some files, a string ("1000", "max") in others."""
     if isinstance(value, bool):
         raise _fail(path, f"RequestedQPS: expected a number, got {value!r}")
@@ -169,8 +169,8 @@ def parse_result(data: Any, path: str) -> FortioResult:
         version=str(data["Version"]),
         url=url,
         run_type=str(data.get("RunType", "HTTP")),
-        requested_qps=_qps(data["RequestedQPS"], path),
-        actual_qps=float(data["ActualQPS"]),
+        requested_rps=_rps(data["RequestedQPS"], path),
+        actual_rps=float(data["ActualQPS"]),
         duration_s=_duration_s(data),
         num_threads=int(data["NumThreads"]),
         ret_codes={str(k): int(v) for k, v in ret_codes.items()},

@@ -39,12 +39,12 @@ def assess(
         status = "failed"
         codes = ", ".join(f"{c}: {n}" for c, n in sorted(result.ret_codes.items()) if not c.startswith("2"))
         reasons.append(f"{errors / calls:.1%} of {calls} calls were not 2xx ({codes}; -1 = socket error)")
-    if result.requested_qps is not None and result.actual_qps < min_rate_fraction * result.requested_qps:
+    if result.requested_rps is not None and result.actual_rps < min_rate_fraction * result.requested_rps:
         if status == "ok":
             status = "saturated"
         reasons.append(
-            f"ActualQPS {result.actual_qps:.1f} is {result.actual_qps / result.requested_qps:.0%} of the requested "
-            f"{result.requested_qps:g} (saturated: the client could not keep the rate)"
+            f"ActualQPS {result.actual_rps:.1f} is {result.actual_rps / result.requested_rps:.0%} of the requested "
+            f"{result.requested_rps:g} (saturated: the client could not keep the rate)"
         )
     if result.socket_count is not None and result.socket_count > result.num_threads:
         reasons.append(f"{result.socket_count} sockets for {result.num_threads} connections (reconnects)")

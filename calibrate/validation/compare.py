@@ -64,7 +64,7 @@ class RunComparison:
     role: str  # held-out | fit | topology
     status: str  # ok | saturated
     setup: str
-    qps: float
+    rps: float
     connections: int
     latency_ms: Mapping[str, Metric]
     achieved_rps: Metric
@@ -81,7 +81,7 @@ class RunComparison:
     def to_dict(self, cdf: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "run": self.run_id, "folder": self.folder, "role": self.role, "status": self.status,
-            "setup": self.setup, "qps": self.qps, "connections": self.connections,
+            "setup": self.setup, "rps": self.rps, "connections": self.connections,
             "latency_ms": {k: m.to_dict() for k, m in self.latency_ms.items()},
             "achieved_rps": self.achieved_rps.to_dict(),
             "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
@@ -120,17 +120,17 @@ class Validation:
         error on these runs: a prediction cannot be expected closer to a run than a repeat of that run is."""
         groups: dict[tuple[str, float, int], list[RunComparison]] = {}
         for c in self.comparisons:
-            groups.setdefault((c.setup, c.qps, c.connections), []).append(c)
+            groups.setdefault((c.setup, c.rps, c.connections), []).append(c)
         rows = {}
         for key in SUMMARY_KEYS:
             diffs = []
-            for (setup, qps, conns), members in groups.items():
+            for (setup, rps, conns), members in groups.items():
                 values = [(c.achieved_rps.measured if key == "rps" else c.latency_ms[key].measured) for c in members]
                 for i in range(len(values)):
                     for j in range(i + 1, len(values)):
                         a, b = values[i], values[j]
                         if math.isfinite(a) and math.isfinite(b) and a + b > 0:
-                            diffs.append((abs(a - b) / ((a + b) / 2), f"{setup} {qps:g} qps c{conns}"))
+                            diffs.append((abs(a - b) / ((a + b) / 2), f"{setup} {rps:g} rps c{conns}"))
             if diffs:
                 worst = max(diffs)
                 rows[key] = SummaryRow(key, len(diffs), statistics.median(d for d, _ in diffs), worst[0], worst[1])
@@ -178,7 +178,7 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
         value = pred["latency_ms"].get(key)
         lat[key] = Metric(measured[key], float("nan") if value is None else float(value), ci_t)  # type: ignore[arg-type]
     rps_ci = pred.get("achieved_rps_ci95")
-    achieved = Metric(run.result.actual_qps, float(pred["achieved_rps"]), tuple(rps_ci) if rps_ci else None)
+    achieved = Metric(run.result.actual_rps, float(pred["achieved_rps"]), tuple(rps_ci) if rps_ci else None)
     duration = run.result.duration_s
     cpu = {}
     for comp, seconds in sorted(run.manifest.cpu_seconds.items()):
@@ -195,7 +195,7 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
     status = "saturated" if run.status == "saturated" else "ok"
     notes = list(notes) + [f"run flagged saturated: {r}" for r in run.quality.reasons if status == "saturated"]
     notes += [f"simulator: {w}" for w in pred.get("warnings", [])]
-    return RunComparison(run.id, str(run.folder), role, status, setup, float(run.qps or 0),
+    return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
                          pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes))
 

@@ -25,14 +25,14 @@ def _figures(v: Validation) -> list[tuple[str, object]]:
     figs: list[tuple[str, object]] = []
     err = go.Figure()
     for key in SUMMARY_KEYS:
-        pts = [(c.qps, c.error(key) * 100, f"{c.run_id} ({c.role}{', saturated' if c.status != 'ok' else ''})")
+        pts = [(c.rps, c.error(key) * 100, f"{c.run_id} ({c.role}{', saturated' if c.status != 'ok' else ''})")
                for c in v.comparisons if math.isfinite(c.error(key))]
         if pts:
             err.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], text=[p[2] for p in pts],
                                      mode="markers", name=LABELS[key], hovertemplate="%{text}<br>%{y:.1f} %"))
     err.add_hline(y=0, line_dash="dot")
     err.update_layout(title="Relative error (predicted - measured) / measured vs requested rate",
-                      xaxis_title="requested qps", yaxis_title="error (%)", template="plotly_white", height=420)
+                      xaxis_title="requested rps", yaxis_title="error (%)", template="plotly_white", height=420)
     figs.append(("Error vs rate", err))
     for c in v.comparisons:
         fig = go.Figure()
@@ -41,7 +41,7 @@ def _figures(v: Validation) -> list[tuple[str, object]]:
         fig.add_trace(go.Scatter(x=c.predicted_cdf[0], y=c.predicted_cdf[1], mode="lines", name="predicted",
                                  line={"color": ROLE_COLOUR.get(c.role, "#1f77b4"), "dash": "dash"}))
         flag = " SATURATED" if c.status != "ok" else ""
-        fig.update_layout(title=f"{c.run_id} [{c.role}{flag}]: {c.setup}, {c.qps:g} qps, c={c.connections}",
+        fig.update_layout(title=f"{c.run_id} [{c.role}{flag}]: {c.setup}, {c.rps:g} rps, c={c.connections}",
                           xaxis_title="latency (ms, log)", xaxis_type="log", yaxis_title="fraction of requests",
                           template="plotly_white", height=380)
         figs.append((c.run_id, fig))
@@ -49,7 +49,7 @@ def _figures(v: Validation) -> list[tuple[str, object]]:
 
 
 def _row(c) -> str:  # type: ignore[no-untyped-def]
-    cells = [c.run_id, c.role + (" (saturated)" if c.status != "ok" else ""), c.setup, f"{c.qps:g}",
+    cells = [c.run_id, c.role + (" (saturated)" if c.status != "ok" else ""), c.setup, f"{c.rps:g}",
              str(c.connections)]
     for key in ("p50", "p99", "p999"):
         m = c.latency_ms[key]
@@ -67,7 +67,7 @@ def write_html(v: Validation, path: Path) -> Path:
     for index, (title, fig) in enumerate(figs):
         body = fig.to_html(full_html=False, include_plotlyjs=(index == 0))  # type: ignore[attr-defined]
         parts.append(f"<h3>{_html.escape(title)}</h3>{body}")
-    head = ("<tr><th>run</th><th>role</th><th>setup</th><th>qps</th><th>c</th><th>p50 ms meas / pred</th>"
+    head = ("<tr><th>run</th><th>role</th><th>setup</th><th>rps</th><th>c</th><th>p50 ms meas / pred</th>"
             "<th>p99 ms</th><th>p99.9 ms</th><th>rps</th></tr>")
     rows = "".join(_row(c) for c in v.comparisons)
     skipped = "".join(f"<li>{_html.escape(s)}</li>" for s in v.skipped)

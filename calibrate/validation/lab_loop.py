@@ -23,7 +23,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One lab setup and the probes run on it: (qps, connections) pairs."""
+    """One lab setup and the probes run on it: (rps, connections) pairs."""
 
     topology: str
     mode: str
@@ -84,7 +84,7 @@ def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Pro
     folders: list[Path] = []
     for index, h in enumerate(plan.held_out, 1):
         spec = LabSpec(topology=h.topology, mode=h.mode, workers=h.workers, cpu_limit=h.cpu_limit, mesh=mesh)
-        probes = [ProbeSettings(qps=q, connections=c, duration_s=plan.duration_s, payload_bytes=plan.payload_bytes)
+        probes = [ProbeSettings(rps=q, connections=c, duration_s=plan.duration_s, payload_bytes=plan.payload_bytes)
                   for q, c in h.probes]
         say(f"held-out [{index}/{len(plan.held_out)}] {h.topology} {h.mode} workers={h.workers} "
             f"cpu_limit={h.cpu_limit} ...")
@@ -117,7 +117,7 @@ def validate_lab(
     out = Path(out_dir)
     started = time.monotonic()
     model = out / f"{mesh}.yaml"
-    say(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} qps, c=1")
+    say(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} rps, c=1")
     cal = calibrate_lab(mesh, out / "calibration", model, say, rates=plan.calibration_rates,
                         payloads=(plan.payload_bytes,), duration_s=plan.calibration_duration_s,
                         stages=plan.calibration_stages)
@@ -137,8 +137,8 @@ def lab_recipe(out: str = "lab-validation", small: bool = False) -> Sequence[str
     for h in plan.held_out:
         extra = f" --workers {h.workers}" + (f" --cpu-limit {h.cpu_limit:g}" if h.cpu_limit else "")
         for c in sorted({c for _, c in h.probes}):
-            qps = ",".join(f"{q:g}" for q, cc in h.probes if cc == c)
-            lines.append(f"meshsim lab run --topology {h.topology} --mode {h.mode}{extra} --qps {qps} "
+            rps = ",".join(f"{q:g}" for q, cc in h.probes if cc == c)
+            lines.append(f"meshsim lab run --topology {h.topology} --mode {h.mode}{extra} --rps {rps} "
                          f"--connections {c} --duration {plan.duration_s:g} --payload {plan.payload_bytes} "
                          f"--out {out}/held-out" + (f"   # run {plan.repeats} times (repeatability)"
                                                     if plan.repeats > 1 else ""))

@@ -124,7 +124,7 @@ def _lab_graph(name: str) -> Sequence[Any] | None:
 
 def _closest(candidates: Sequence[Run], run: Run) -> Run:
     """Same rate and connections first; among repeats, the one measured closest in time (same machine state)."""
-    return min(candidates, key=lambda b: (abs((b.qps or 0) - (run.qps or 0)),
+    return min(candidates, key=lambda b: (abs((b.rps or 0) - (run.rps or 0)),
                                           abs(b.manifest.load.connections - run.manifest.load.connections),
                                           abs(_when(b) - _when(run))))
 
@@ -183,7 +183,7 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
            processes: int | None) -> tuple[Replay, str | None]:
     """How to simulate ``run``; raises CannotReplay with the reason when it cannot be."""
     setup, load = run.manifest.setup, run.manifest.load
-    if not run.qps:
+    if not run.rps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
     topo, base_id, notes = topology_for(model, run, runs, topology)
     cores = run.manifest.where.get("cpus") if run.manifest.source == "lab" else None
@@ -200,7 +200,7 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     if setup.path == "client-lb":
         notes.append("client-lb simulated with sidecars on client and servers (the simulator has no client-only scope)")
     kwargs: dict[str, Any] = dict(
-        rps=float(run.qps), load="fortio", connections=run.result.num_threads or load.connections,
+        rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
         uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
         scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
         features=features_for(model, run),

@@ -33,7 +33,7 @@ def table(v: Validation) -> str:
                 "topology": "TOPOLOGY (excluded)"}[c.role]
         lines.append("")
         lines.append(f"{c.run_id}  {role}{flag}")
-        lines.append(f"  {c.setup}, {c.qps:g} qps requested, {c.connections} connection(s)")
+        lines.append(f"  {c.setup}, {c.rps:g} rps requested, {c.connections} connection(s)")
         lines.append(f"  {'':10} {'measured':>9} {'predicted':>9} {'error':>7}  simulator 95% CI")
         for key in LATENCY_KEYS:
             m = c.latency_ms[key]

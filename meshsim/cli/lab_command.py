@@ -37,9 +37,9 @@ def _add_spec_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_probe_options(parser: argparse.ArgumentParser, multi: bool) -> None:
     if multi:
-        parser.add_argument("--qps", default="200", help="requests/s; a comma list runs one probe per rate (default 200)")
+        parser.add_argument("--rps", default="200", help="requests/s; a comma list runs one probe per rate (default 200)")
     else:
-        parser.add_argument("--qps", type=float, default=200.0, help="requests/s, 0 = as fast as possible (default 200)")
+        parser.add_argument("--rps", type=float, default=200.0, help="requests/s, 0 = as fast as possible (default 200)")
     parser.add_argument("--connections", "-c", type=int, default=1, help="fortio -c connections (default 1)")
     parser.add_argument("--duration", type=float, default=5.0, metavar="SECONDS", help="fortio -t (default 5)")
     parser.add_argument("--payload", type=int, default=0, metavar="BYTES", help="echo response body size (default 0)")
@@ -91,10 +91,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     register_lab(sub)
 
 
-def _settings(args: argparse.Namespace, qps: float) -> Any:
+def _settings(args: argparse.Namespace, rps: float) -> Any:
     from meshsim.calibrate.measure.lab.probe import ProbeSettings
 
-    return ProbeSettings(qps=qps, connections=args.connections, duration_s=args.duration, payload_bytes=args.payload,
+    return ProbeSettings(rps=rps, connections=args.connections, duration_s=args.duration, payload_bytes=args.payload,
                          uniform=args.uniform, jitter=args.jitter, nocatchup=args.nocatchup,
                          max_error_fraction=args.max_errors)
 
@@ -118,7 +118,7 @@ def handle_up(args: argparse.Namespace) -> int:
 def handle_probe(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_probe
 
-    result = lab_probe(_settings(args, args.qps), args.state_dir, args.out)
+    result = lab_probe(_settings(args, args.rps), args.state_dir, args.out)
     print(json.dumps(result.summary()) if args.json else result.folder)
     return 0
 
@@ -134,7 +134,7 @@ def handle_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rates(text: str, flag: str = "--qps") -> list[float]:
+def _rates(text: str, flag: str = "--rps") -> list[float]:
     from meshsim.errors import MeshsimError
 
     try:
@@ -149,7 +149,7 @@ def _rates(text: str, flag: str = "--qps") -> list[float]:
 def handle_run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_run
 
-    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.qps)], args.out, progress=_progress)
+    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=_progress)
     if args.json:
         print(json.dumps({"runs": [r.summary() for r in results]}))
     else:
@@ -164,7 +164,7 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("lab calibration (--lab)")
     group.add_argument("--lab-rates", default=",".join(f"{r:g}" for r in DEFAULT_RATES),
-                       help="qps of the probes, comma list (default %(default)s)")
+                       help="rps of the probes, comma list (default %(default)s)")
     group.add_argument("--lab-payloads", default=",".join(str(b) for b in DEFAULT_PAYLOADS),
                        help="echo body sizes in bytes, comma list (default %(default)s)")
     group.add_argument("--lab-duration", type=float, default=DEFAULT_DURATION_S, metavar="SECONDS",

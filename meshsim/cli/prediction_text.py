@@ -13,7 +13,7 @@ def _f(x: float | None, digits: int = 3) -> str:
 def prediction_table(d: dict[str, Any]) -> str:
     inp = d["inputs"]
     load = inp["load"]
-    rate = load.get("rps") or load.get("qps")
+    rate = load.get("rps") or load.get("rps")
     head = (f"meshsim predict: {inp['topology']['name']} on {inp['mesh']['name']}"
             f" features={','.join(inp['features']) or 'none'} lb={inp['lb']} load={load['model']}"
             + (f" rate={rate:g} rps" if rate else "")

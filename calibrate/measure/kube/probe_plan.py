@@ -45,7 +45,7 @@ class KubePlan:
     image: str = "fortio/fortio:1.68.2"
     duration_s: float = 20.0
     connections: tuple[int, ...] = (1,)
-    qps: tuple[float, ...] = (20.0, 100.0, 200.0)
+    rps: tuple[float, ...] = (20.0, 100.0, 200.0)
     payload_bytes: int = 1024
     resolution_s: float = 0.00001
     uniform: bool = False
@@ -73,10 +73,10 @@ class Probe:
     path: str
     features: tuple[str, ...]
     connections: int
-    qps: float
+    rps: float
 
     def run_id(self, mesh: str) -> str:
-        return f"kube-{mesh}-{self.configuration.name}-{self.path}-c{self.connections}-q{self.qps:g}"
+        return f"kube-{mesh}-{self.configuration.name}-{self.path}-c{self.connections}-q{self.rps:g}"
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def plan_from_dict(data: Any, where: str) -> KubePlan:
             image=str(body.get("image", plan.image)),
             duration_s=float(body.get("duration_s", plan.duration_s)),
             connections=_tuple(body.get("connections", list(plan.connections)), where, "connections", int),
-            qps=_tuple(body.get("qps", list(plan.qps)), where, "qps", float),
+            rps=_tuple(body.get("rps", list(plan.rps)), where, "rps", float),
             payload_bytes=int(body.get("payload_bytes", plan.payload_bytes)),
             resolution_s=float(body.get("resolution_s", plan.resolution_s)),
             uniform=bool(body.get("uniform", False)),
@@ -181,8 +181,8 @@ def plan_from_dict(data: Any, where: str) -> KubePlan:
         raise _fail(where, "topology", f"must be single or chain2..chain9, got {plan.topology!r}")
     if not 1 <= plan.duration_s <= 600:
         raise _fail(where, "duration_s", f"must be 1..600 seconds, got {plan.duration_s}")
-    if any(q <= 0 for q in plan.qps):
-        raise _fail(where, "qps", "rates must be > 0 (the plan measures at fixed low rates, not at max speed)")
+    if any(q <= 0 for q in plan.rps):
+        raise _fail(where, "rps", "rates must be > 0 (the plan measures at fixed low rates, not at max speed)")
     if any(c < 1 for c in plan.connections):
         raise _fail(where, "connections", "must be >= 1")
     if plan.ready_timeout_s <= 0:
@@ -241,6 +241,6 @@ def expand(plan: KubePlan, mesh: MeshProfile) -> Expanded:
             # One proxy on the path cannot do mTLS: the server's sidecar receives the client's plaintext.
             path_features = {"baseline": (), "server-sidecar": tuple(f for f in features if f != "mtls")}
             for c in plan.connections:
-                for q in plan.qps:
+                for q in plan.rps:
                     probes.append(Probe(conf, path, path_features.get(path, features), c, q))
     return Expanded(tuple(probes), tuple(skipped))

@@ -232,11 +232,11 @@ def _run_configuration(api: KubeApi, plan: KubePlan, mesh: MeshProfile, conf: Co
     for probe in probes:
         run_id = probe.run_id(mesh.name)
         url = _probe_url(probe, plan, mesh, ns.name)
-        request = FortioRequest(url=url, qps=probe.qps, connections=probe.connections, duration_s=plan.duration_s,
+        request = FortioRequest(url=url, rps=probe.rps, connections=probe.connections, duration_s=plan.duration_s,
                                 resolution_s=plan.resolution_s, uniform=plan.uniform, jitter=plan.jitter,
                                 labels=run_id)
         hook("probe", {"namespace": ns.name, "probe": run_id, "url": url})
-        progress.probe(f"{mesh.name} {conf.name}/{probe.path} c={probe.connections} qps={probe.qps:g} "
+        progress.probe(f"{mesh.name} {conf.name}/{probe.path} c={probe.connections} rps={probe.rps:g} "
                        f"({plan.duration_s:g} s)")
         before = usage.sample(api, result.resource_source, ns.name, pods, mesh)
         started = datetime.now(timezone.utc)
@@ -263,7 +263,7 @@ def _run_configuration(api: KubeApi, plan: KubePlan, mesh: MeshProfile, conf: Co
             setup=Setup(mesh=mesh.name, path=probe.path, features=probe.features, topology=plan.topology,
                         mesh_version=version, proxy_cpu_limit=_proxy_cpu_limit(pods, mesh),
                         replicas=conf.replicas, payload_bytes=plan.payload_bytes),
-            load=LoadSettings(qps=probe.qps, connections=probe.connections, duration_s=plan.duration_s,
+            load=LoadSettings(rps=probe.rps, connections=probe.connections, duration_s=plan.duration_s,
                               uniform=plan.uniform, jitter=plan.jitter, resolution_s=plan.resolution_s, url=url),
             cpu_seconds=usage.cpu_seconds(before, after, plan.duration_s),
             memory_mb={k: round(v, 3) for k, v in after.memory_mb.items()},

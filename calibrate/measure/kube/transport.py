@@ -24,7 +24,7 @@ REST_RUN = "fortio/rest/run"
 @dataclass(frozen=True)
 class FortioRequest:
     url: str
-    qps: float
+    rps: float
     connections: int
     duration_s: float
     resolution_s: float = 0.00001
@@ -35,7 +35,7 @@ class FortioRequest:
 
     def params(self) -> dict[str, str]:
         """fortio's REST API takes strings only (numbers as text, booleans as "on")."""
-        params = {"url": self.url, "qps": f"{self.qps:g}", "c": str(self.connections), "t": f"{self.duration_s:g}s",
+        params = {"url": self.url, "qps": f"{self.rps:g}", "c": str(self.connections), "t": f"{self.duration_s:g}s",
                   "r": f"{self.resolution_s:g}", "p": "50,75,90,99,99.9", "labels": self.labels}
         for key, on in (("uniform", self.uniform), ("jitter", self.jitter), ("nocatchup", self.nocatchup)):
             if on:

@@ -153,7 +153,7 @@ def lab_run(
                 results.append(result)
                 if progress:
                     s = result.summary()
-                    progress(f"probe {index}/{len(probes)}: {settings.qps:g} qps c={settings.connections} "
+                    progress(f"probe {index}/{len(probes)}: {settings.rps:g} rps c={settings.connections} "
                              f"{settings.payload_bytes} B -> p50 {s['p50_ms']} p90 {s['p90_ms']} p99 {s['p99_ms']} ms "
                              f"[{s['status']}] {result.folder}")
         except KeyboardInterrupt:

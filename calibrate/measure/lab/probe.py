@@ -31,13 +31,13 @@ from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, rss_mb_of
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
 DEFAULT_MAX_ERROR_FRACTION = 0.001
-SATURATION_RATIO = 0.95  # achieved/requested qps below this: the lab could not carry the load
+SATURATION_RATIO = 0.95  # achieved/requested rps below this: the lab could not carry the load
 DEFAULT_OUT = Path("measurements") / "lab"
 
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    qps: float = 200.0
+    rps: float = 200.0
     connections: int = 1
     duration_s: float = 5.0
     payload_bytes: int = 0
@@ -47,8 +47,8 @@ class ProbeSettings:
     max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
 
     def __post_init__(self) -> None:
-        if self.qps < 0:
-            raise MeshsimError(f"--qps: must be >= 0 (0 = as fast as possible), got {self.qps}")
+        if self.rps < 0:
+            raise MeshsimError(f"rps: must be >= 0 (0 = as fast as possible), got {self.rps}")
         if self.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {self.connections}")
         if not self.duration_s > 0:
@@ -61,9 +61,9 @@ class ProbeSettings:
     @property
     def expected_calls(self) -> int | None:
         """fortio's exact call count for -qps Q -t D -c C: int(Q*D) split evenly over the connections."""
-        if self.qps <= 0:
+        if self.rps <= 0:
             return None
-        return int(self.qps * self.duration_s) // self.connections * self.connections
+        return int(self.rps * self.duration_s) // self.connections * self.connections
 
 
 @dataclass(frozen=True)
@@ -82,12 +82,12 @@ class ProbeResult:
         pct = self.percentiles_ms()
         return {"folder": str(self.folder), "status": self.manifest.status,
                 "p50_ms": pct.get("p50"), "p90_ms": pct.get("p90"), "p99_ms": pct.get("p99"),
-                "achieved_qps": round(float(self.result.get("ActualQPS", 0.0)), 2)}
+                "achieved_rps": round(float(self.result.get("ActualQPS", 0.0)), 2)}
 
 
 def fortio_argv(fortio: Path, url: str, s: ProbeSettings, json_out: Path, access_log: Path,
                 extra: Sequence[str] = (), label: str = "meshsim lab") -> list[str]:
-    argv = [str(fortio), "load", "-qps", f"{s.qps:g}", "-c", str(s.connections), "-t", f"{s.duration_s:g}s",
+    argv = [str(fortio), "load", "-qps", f"{s.rps:g}", "-c", str(s.connections), "-t", f"{s.duration_s:g}s",
             "-r", f"{RESOLUTION_S:g}", "-json", str(json_out), "-access-log-file", str(access_log),
             "-p", "50,75,90,99,99.9", "-loglevel", "warning", "-labels", label]
     argv += [flag for flag, on in (("-uniform", s.uniform), ("-jitter", s.jitter), ("-nocatchup", s.nocatchup)) if on]
@@ -201,7 +201,7 @@ def portable_command(argv: list[str], places: Mapping[str, str]) -> str:
 def _run_id(state: LabState, s: ProbeSettings, when: float) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(when)) + f"{int(when * 1000) % 1000:03d}"
     spec = state.spec
-    return f"lab-{spec.topology}-{spec.mode}-q{s.qps:g}-c{s.connections}-b{s.payload_bytes}-{stamp}"
+    return f"lab-{spec.topology}-{spec.mode}-q{s.rps:g}-c{s.connections}-b{s.payload_bytes}-{stamp}"
 
 
 def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
@@ -241,7 +241,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
             if rss is not None:
                 memory[key] = round(memory.get(key, 0.0) + rss, 1)
         achieved = float(result.get("ActualQPS") or 0.0)
-        saturated = settings.qps > 0 and achieved < SATURATION_RATIO * settings.qps
+        saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
         spec = state.spec
         notes = [f"lab {spec.topology} mode {spec.mode}; entry {state.entry_url}"]
         if spans_before is not None and spans_after is not None:
@@ -251,7 +251,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
         if settings.expected_calls is not None and done < settings.expected_calls:
             notes.append(f"fortio completed {done} of {settings.expected_calls} planned calls (fell behind at the end)")
         if saturated:
-            notes.append(f"saturated: achieved {achieved:.1f} of {settings.qps:g} qps requested")
+            notes.append(f"saturated: achieved {achieved:.1f} of {settings.rps:g} rps requested")
         notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
                      "(client/app: fortio's rusage); memory_mb: resident set size after the load "
                      "(client/app: fortio's peak RSS)")
@@ -274,7 +274,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
                         proxy_workers=spec.workers if spec.has_proxies else None,
                         proxy_cpu_limit=spec.cpu_limit, replicas=max(s.replicas for s in spec.services),
                         payload_bytes=settings.payload_bytes),
-            load=LoadSettings(generator="fortio", qps=settings.qps, connections=settings.connections,
+            load=LoadSettings(generator="fortio", rps=settings.rps, connections=settings.connections,
                               duration_s=settings.duration_s, uniform=settings.uniform, jitter=settings.jitter,
                               nocatchup=settings.nocatchup, resolution_s=RESOLUTION_S, url=url),
             cpu_seconds=cpu,
