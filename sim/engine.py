@@ -48,6 +48,7 @@ class ReplicationResult:
     usage: dict[str, ComponentUsage] = field(default_factory=dict)
     busy_window: float = 1.0
     sim_time: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> seconds per measured request
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -106,7 +107,29 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         usage=_usage(system, busy_window),
         busy_window=busy_window,
         sim_time=env.now,
+        breakdown=time_breakdown(system, started_in_window),
     )
+
+
+BREAKDOWN_KEYS = ("proxy work", "proxy delay (worker free)", "proxy worker queueing", "wake-ups", "app work",
+                  "app queueing", "node CPU and quota waits", "network")
+
+
+def time_breakdown(system: System, requests: int) -> dict[str, float]:
+    """Where the requests' time went, in seconds per request: every station visit and hop booked inside the window,
+    over the ``requests`` started in it (a request's later visits may fall after the window: an edge effect of
+    latency / window). With fork/join the parts overlap in time, so they may add up to more than the mean latency."""
+    parts = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    for _, station, proxy in system.stations():
+        kind = "proxy" if proxy is not None else "app"
+        parts[f"{kind} work"] += station.worked
+        parts["proxy worker queueing" if proxy is not None else "app queueing"] += station.waited
+        parts["wake-ups"] += station.woke
+        parts["node CPU and quota waits"] += station.cpu_waited
+        if proxy is not None:
+            parts["proxy delay (worker free)"] += proxy.delayed
+    parts["network"] = system.net.total
+    return {k: v / max(requests, 1) for k, v in parts.items()}
 
 
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:

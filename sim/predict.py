@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,7 +26,7 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload
-from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
+from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 
 ENGINE = "simpy-fcfs/1"
@@ -51,6 +51,7 @@ class Prediction:
     inputs: dict[str, Any]
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> mean seconds per request
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -72,6 +73,7 @@ class Prediction:
             "replications": self.replications,
             "requests": self.requests,
             "latency_cdf_ms": {"q": self.cdf_levels, "ms": [ms(v) for v in self.cdf_seconds]},
+            "time_breakdown_ms": {k: round(v / MS, 6) for k, v in self.breakdown.items()},
             "warnings": list(self.warnings),
             "wall_s": round(self.wall_s, 3),
             "inputs": self.inputs,
@@ -195,9 +197,11 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")
     inputs = _inputs(scenario, workload, settings, horizon, len(results))
+    breakdown = {k: float(np.mean([r.breakdown.get(k, 0.0) for r in results])) for k in BREAKDOWN_KEYS} \
+        if results else {}
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, breakdown)
 
 
 # -- saturation ----------------------------------------------------------------------------------------------------

@@ -151,6 +151,7 @@ class System:
     def set_recording(self, on: bool) -> None:
         for _, station, _ in self.stations():
             station.recording = on
+        self.net.recording = on
 
     # -- request logic -------------------------------------------------------------------------------------------
 

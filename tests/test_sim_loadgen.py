@@ -121,3 +121,12 @@ def test_open_load_rate_profile_ramps():
     counts, _ = np.histogram(sends, bins=[0, 5, 10, 15, 20])
     expected = np.array([3125, 4375, 5625, 6875])  # mean rate of each slice x 5 s
     assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected)), counts
+
+
+def test_time_breakdown_of_two_synchronised_connections_on_one_core():
+    """5 ms of work, two connections firing together on one core: every second request waits 5 ms for the core."""
+    r = run_replication(plain(station_topology(Deterministic(0.005), 1)), Workload(FortioLoad(100, connections=2)),
+                        Horizon(0.1, 0.0), 1, 0)
+    parts = {k: round(v * 1e3, 9) for k, v in r.breakdown.items()}
+    assert parts["app work"] == 5.0 and parts["app queueing"] == 2.5
+    assert sum(parts.values()) == pytest.approx(7.5) == float(np.mean(r.latencies)) * 1e3  # nothing else on the path
