@@ -7,6 +7,7 @@ from typing import Union
 
 from meshsim.distributions import Distribution
 from meshsim.errors import MeshsimError
+from meshsim.fortio_warmup import warmup_mode
 
 PROFILE_KINDS = ("constant", "ramp", "steps")
 
@@ -55,7 +56,10 @@ class FortioLoad:
     """fortio's closed loop: ``connections`` threads, one request at a time each, paced at rps/c.
 
     ``uniform`` staggers thread starts, ``jitter`` adds +-10 % to each sleep, ``nocatchup`` skips late requests;
-    latency is timed from the actual send (fortio periodic.go v1.68.2).
+    latency is timed from the actual send (fortio periodic.go v1.68.2). Before the timed run each connection makes
+    one untimed warm-up call, in parallel or one after another as fortio ``version`` does (meshsim/fortio_warmup.py);
+    ``warmup`` None = that version's default, else ``parallel``, ``sequential`` (-sequential-warmup) or ``none``
+    (-exactly runs).
     """
 
     rps: float
@@ -63,6 +67,12 @@ class FortioLoad:
     uniform: bool = False
     jitter: bool = False
     nocatchup: bool = False
+    version: str = "1.68.2"  # the fortio the lab pins
+    warmup: str | None = None
+
+    @property
+    def warmup_mode(self) -> str:
+        return warmup_mode(self.version, self.warmup)
 
 
 @dataclass(frozen=True)
@@ -130,5 +140,6 @@ def validate_load(load: Load) -> None:
             raise MeshsimError(f"--rps: must be > 0, got {load.rps}")
         if load.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
+        warmup_mode(load.version, load.warmup)
     elif load.users < 1:
         raise MeshsimError(f"--connections: sequential users must be >= 1, got {load.users}")
