@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import require_component
 
+from meshsim.calibrate.measure.fortio_result import parse_result
+from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.distributions import Deterministic
 from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
@@ -55,6 +57,18 @@ def test_bad_versions_name_the_flag():
 def test_table_rows_are_ordered_and_sourced():
     assert [r.since for r in FORTIO_WARMUP] == sorted(r.since for r in FORTIO_WARMUP)
     assert all(re.search(r"v\d+\.\d+\.\d+ .*httprunner\.go", r.source) for r in FORTIO_WARMUP)
+
+
+def test_results_say_which_warmup_fortio_did():
+    lab = next((measurements_dir() / "lab-envoy-2026-11-22").rglob("fortio.json"))
+    data = json.loads(lab.read_text())
+    assert (data["Version"], data["Exactly"], data["SequentialWarmup"]) == ("1.68.2", 0, False)
+    r = parse_result(data, str(lab))
+    assert (r.version, r.warmup) == ("1.68.2", None)  # the version's default: parallel
+    assert parse_result({**data, "SequentialWarmup": True}, str(lab)).warmup == "sequential"
+    assert parse_result({**data, "Exactly": 300}, str(lab)).warmup == "none"
+    old = parse_result(json.loads(next((measurements_dir() / "istio-1.2.0").rglob("fortio.json")).read_text()), "x")
+    assert (old.version, old.warmup) == ("1.3.1", None) and warmup_mode(old.version, old.warmup) == "sequential"
 
 
 # -- exact timelines (deterministic 5 ms server) -------------------------------------------------------------------
@@ -172,6 +186,7 @@ def test_real_fortio_counts_and_times_like_the_model(tmp_path: Path) -> None:
         model = run_replication(scenario, Workload(FortioLoad(40, 4, warmup=mode)), Horizon(1.0), 1, 0)
         assert model.completed == result["DurationHistogram"]["Count"] == 28, mode
         assert "All done 28 calls (plus 4 warmup)" in log
+        assert parse_result(result, mode).warmup == (None if mode == "parallel" else "sequential")
         # real time only adds to the model's (process start-up, connects, a loaded 2-core machine)
         measured[mode], modelled[mode] = _warmup_seconds(result, log), model.load_start
         assert modelled[mode] - 0.005 <= measured[mode] <= modelled[mode] + 0.25, (mode, measured[mode])

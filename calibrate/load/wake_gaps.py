@@ -51,7 +51,8 @@ def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: 
         scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
         rps = float(run.rps)
         duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / rps, 0.5))
-        workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup))
+        workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup,
+                                       version=run.result.version, warmup=run.result.warmup))
         result = run_replication(scenario, workload, Horizon(duration, 0.0), seed, 0, observe_gaps=True)
         gaps = {c: u.idle_gaps for c, u in result.usage.items()
                 if c.endswith("/sidecar") and u.idle_gaps is not None and u.idle_gaps.size}
