@@ -26,11 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError
 
 WARMUP_MODES = ("parallel", "sequential", "none")
-VERSION_FLAG = "--fortio-version"
-WARMUP_KEY = "warmup"
+# the option fields these errors name (FieldError: the CLI says them as --fortio-version / --fortio-warmup)
+VERSION_FIELD = "fortio_version"
+WARMUP_FIELD = "fortio_warmup"
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
     """``1.68.2`` or ``v1.68.2`` (fortio's JSON ``Version``); a pre-release suffix is ignored."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+].*)?", version.strip())
     if m is None:
-        raise MeshsimError(f"{VERSION_FLAG}: {version!r} is not a fortio version (want X.Y.Z, e.g. 1.68.2)")
+        raise FieldError(VERSION_FIELD, f"{version!r} is not a fortio version (want X.Y.Z, e.g. 1.68.2)")
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
@@ -71,8 +72,8 @@ def behaviour_of(version: str) -> WarmupBehaviour:
     rows = [row for row in FORTIO_WARMUP if row.since <= v]
     if not rows:
         oldest = ".".join(map(str, FORTIO_WARMUP[0].since))
-        raise MeshsimError(f"{VERSION_FLAG}: fortio {version} is older than the oldest version whose warm-up was "
-                           f"checked ({oldest})")
+        raise FieldError(VERSION_FIELD, f"fortio {version} is older than the oldest version whose warm-up was "
+                                        f"checked ({oldest})")
     return rows[-1]
 
 
@@ -86,9 +87,9 @@ def warmup_mode(version: str, requested: str | None = None) -> str:
     if requested is None:
         return row.default
     if requested not in WARMUP_MODES:
-        raise MeshsimError(f"{WARMUP_KEY}: {requested!r} is not a warm-up (known: {', '.join(WARMUP_MODES)})")
+        raise FieldError(WARMUP_FIELD, f"{requested!r} is not a warm-up (known: {', '.join(WARMUP_MODES)})")
     if requested in ("none", row.default) or (requested == "sequential" and row.sequential_flag):
         return requested
     why = ("parallel warm-up came in 1.21.0" if requested == "parallel"
            else "-sequential-warmup came after 1.21.0, by 1.23.0")
-    raise MeshsimError(f"{WARMUP_KEY}: fortio {version} has no {requested} warm-up (it warms up {row.default}; {why})")
+    raise FieldError(WARMUP_FIELD, f"fortio {version} has no {requested} warm-up (it warms up {row.default}; {why})")

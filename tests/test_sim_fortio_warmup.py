@@ -16,7 +16,7 @@ from conftest import require_component
 from meshsim.calibrate.measure.fortio_result import parse_result
 from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.distributions import Deterministic
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError
 from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
 from meshsim.sim.engine import Horizon, run_replication
 from meshsim.sim.predict import predict, run_prediction
@@ -39,18 +39,19 @@ def test_default_warmup_per_version(version, mode):
 def test_requested_warmups_only_where_fortio_has_them():
     assert warmup_mode("1.68.2", "sequential") == "sequential"  # -sequential-warmup
     assert warmup_mode("1.3.1", "none") == warmup_mode("1.68.2", "none") == "none"  # -exactly runs
-    with pytest.raises(MeshsimError, match=r"^warmup: fortio 1.21.0 has no sequential warm-up"):
+    with pytest.raises(FieldError, match=r"^fortio_warmup: fortio 1.21.0 has no sequential warm-up"):
         warmup_mode("1.21.0", "sequential")
-    with pytest.raises(MeshsimError, match=r"^warmup: fortio 1.3.1 has no parallel warm-up .*came in 1.21.0"):
+    with pytest.raises(FieldError, match=r"^fortio_warmup: fortio 1.3.1 has no parallel warm-up .*came in 1.21"):
         warmup_mode("1.3.1", "parallel")
-    with pytest.raises(MeshsimError, match=r"^warmup: 'eager' is not a warm-up"):
+    with pytest.raises(FieldError, match=r"^fortio_warmup: 'eager' is not a warm-up"):
         warmup_mode("1.68.2", "eager")
 
 
 def test_bad_versions_name_the_flag():
-    with pytest.raises(MeshsimError, match=r"^--fortio-version: 'latest' is not a fortio version"):
+    with pytest.raises(FieldError, match=r"^fortio_version: 'latest' is not a fortio version") as bad:
         validate_load(FortioLoad(100, 4, version="latest"))
-    with pytest.raises(MeshsimError, match=r"^--fortio-version: fortio 1.2.0 is older than .*\(1.3.1\)"):
+    assert bad.value.field == "fortio_version"  # the CLI says it as --fortio-version
+    with pytest.raises(FieldError, match=r"^fortio_version: fortio 1.2.0 is older than .*\(1.3.1\)"):
         validate_load(FortioLoad(100, 4, version="1.2.0"))
 
 
