@@ -122,6 +122,7 @@ def test_warmups_are_outside_count_rate_and_busy_time(version, start):
     assert r.usage["q/app"].cpu_seconds == pytest.approx(r.started * 0.005)
 
 
+@pytest.mark.slow
 def test_short_and_long_runs_agree_with_64_mtls_connections():
     """Issue 12: a short default run booked all 64 handshakes in the timed window (p99 ~4x the long run's)."""
     kwargs = dict(rps=1000, load="fortio", features=["mtls"], connections=64, replications=4, processes=1,
@@ -159,6 +160,7 @@ def _warmup_seconds(result: dict, log: str) -> float:
     return datetime.fromisoformat(stamp).timestamp() - began
 
 
+@pytest.mark.lab
 def test_real_fortio_counts_and_times_like_the_model(tmp_path: Path) -> None:
     """fortio 1.68.2 with a 150 ms echo and 4 connections: 1 s gives 7 timed calls per thread (sent at 0, 150, ...,
     900 ms of the timed run; 1050 ms is past the deadline) only if the deadline counts from after the warm-ups."""
