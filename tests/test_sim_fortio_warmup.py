@@ -15,13 +15,13 @@ from conftest import require_component
 
 from meshsim.calibrate.measure.fortio_result import parse_result
 from meshsim.calibrate.measure.tables import measurements_dir
+from meshsim.catalog import load_mesh, load_topology
 from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
+from meshsim.scenario import build_scenario
 from meshsim.sim.engine import Horizon, run_replication
 from meshsim.sim.predict import predict, run_prediction
-from meshsim.catalog import load_mesh, load_topology
-from meshsim.scenario import build_scenario
 from meshsim.workload import FortioLoad, RunSettings, Workload, validate_load
 from simkit import plain, station_topology
 from test_sim_loadgen import fortio_calls
