@@ -34,6 +34,7 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
     run has no sidecar or no fixed rate. The run's own workers and CPU limit replace the model's."""
     from meshsim.catalog import load_mesh, load_topology
     from meshsim.scenario import build_scenario
+    from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version
     from meshsim.workload import FortioLoad, Workload
 
     scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
@@ -49,7 +50,9 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
     scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
     rps = float(run.rps)
     duration = min(load.duration_s or 60.0, max(max_requests / rps, 0.5))
-    workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup))
+    workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup,
+                                   version=checked_version(run.result.version) or DEFAULT_VERSION,
+                                   warmup=run.result.warmup))
     return scenario, workload, duration
 
 

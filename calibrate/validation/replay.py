@@ -25,6 +25,7 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.catalog import load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
+from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.topology import Topology, topology_from_data
 
@@ -208,6 +209,7 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     options = PredictOptions(
         topology=topo, rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
         uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
+        fortio_version=checked_version(run.result.version), fortio_warmup=run.result.warmup,
         scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
         features=tuple(features_for(model, run)),
         payload_bytes=None if derived else setup.payload_bytes,
