@@ -14,7 +14,7 @@ from meshsim.distributions import MS, Distribution
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import ModelError
 from meshsim.wakeup import WakeUp, parse_wakeup
-from meshsim.yamlio import Section, content_hash, parse_yaml_text
+from meshsim.yamlio import Section
 
 SCHEMA = "meshsim/mesh/v1"
 PASS_KINDS = ("inbound_request", "inbound_response", "outbound_request", "outbound_response")
@@ -225,7 +225,3 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
         origin=where,
         content_hash=digest,
     )
-
-
-def load_mesh_text(text: str, where: str = "<uploaded mesh model>") -> MeshModel:
-    return mesh_from_data(parse_yaml_text(text, where), where, content_hash(text))

@@ -8,8 +8,6 @@ from typing import Union
 from meshsim.distributions import Distribution
 from meshsim.errors import MeshsimError
 
-PROFILE_KINDS = ("constant", "ramp", "steps")
-
 
 @dataclass(frozen=True)
 class RateProfile:

@@ -9,7 +9,7 @@ way; Envoy's request and response passes of one connection land on the same work
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generator
+from typing import Generator
 
 import simpy
 
@@ -292,6 +292,3 @@ class System:
             if draw < acc:
                 return name
         return step.services[-1]
-
-
-RecordFn = Callable[[float, float], None]
