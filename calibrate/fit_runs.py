@@ -7,7 +7,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from meshsim.calibrate.load import load_dependence
 from meshsim.calibrate.measure.dataset import Run, load_runs
@@ -18,8 +18,8 @@ from meshsim.calibrate.fit.decomposition import Decomposition, decompose
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
 METHOD = ("interval-censored maximum likelihood on fortio histogram buckets (raw access-log samples when present); "
           "families lognormal/gamma/Weibull, plain or shifted, and two-component mixtures (body + lognormal tail), "
           "chosen by AIC; proxy passes and feature increments deconvolved by likelihood: the baseline run's "

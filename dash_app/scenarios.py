@@ -11,10 +11,10 @@ import base64
 import binascii
 import hashlib
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from meshsim.catalog import chain_length
 from meshsim.errors import ModelError
 
 UPLOADED = "__uploaded__"  # topology dropdown value meaning "the YAML file the user uploaded"
@@ -22,7 +22,7 @@ FEATURES = ("mtls", "tracing")  # offered when the mesh models cannot be read
 LB_MODES = ("client", "proxy")
 LOAD_MODELS = ("open", "fortio")
 MAX_UPLOAD_BYTES = 256 * 1024
-CHAIN = re.compile(r"^chain([1-9][0-9]?)$")  # the catalog's `chainN`: a chain of N services
+MAX_CHAIN = 99  # the longest `chainN` (a chain of N services, from the catalog) the app offers
 
 
 class ControlError(ModelError):
@@ -174,6 +174,12 @@ def decode_upload(contents: str | None, filename: str | None) -> str:
         raise ControlError(f"{name}: not UTF-8 text (expected a topology YAML file)") from None
 
 
+def _is_chain(topology: str) -> bool:
+    """A catalog ``chainN`` name with N in 1..MAX_CHAIN."""
+    length = chain_length(topology)
+    return length is not None and 1 <= length <= MAX_CHAIN
+
+
 def scenario_from_controls(
     controls: Mapping[str, Any], known_topologies: Sequence[str], known_meshes: Sequence[str],
     known_features: Sequence[str] = FEATURES,
@@ -184,7 +190,7 @@ def scenario_from_controls(
     if topology == UPLOADED:
         text = decode_upload(controls.get("upload_contents"), controls.get("upload_filename"))
         topology = controls.get("upload_filename") or "uploaded.yaml"
-    elif topology not in known_topologies and not (CHAIN.match(topology) and "chainN" in known_topologies):
+    elif topology not in known_topologies and not (_is_chain(topology) and "chainN" in known_topologies):
         raise ControlError(f"topology: unknown {topology!r} (known: {', '.join(known_topologies)})")
 
     meshes = tuple(m for m in known_meshes if m in set(controls.get("meshes") or ()))

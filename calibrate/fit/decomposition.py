@@ -24,8 +24,8 @@ from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.fit.mle import FitResult, fit_best
 from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.errors import MeshsimError
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
 # fit(component name, its runs, the known parts' pmf, passes per request) -> the fitted pass pmf
 FitStep = Callable[[str, list[Run], GridPmf, int], GridPmf]
 

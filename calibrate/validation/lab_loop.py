@@ -12,13 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from meshsim.errors import MeshsimError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
-
-Progress = Callable[[str], None]
+from meshsim.progress import Progress
 
 
 @dataclass(frozen=True)
