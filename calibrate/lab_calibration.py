@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from meshsim.errors import FieldError, MeshsimError
 
@@ -19,6 +19,7 @@ from meshsim.calibrate.measure.lab.commands import lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
 from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, LabSpec
 from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
+from meshsim.progress import Progress
 
 PLAN_STAGES: tuple[tuple[str, str], ...] = (
     ("single", "baseline"),
@@ -68,7 +69,7 @@ def calibrate_lab(
     mesh: str = DEFAULT_MESH,
     out_dir: Path = DEFAULT_OUT,
     model_out: Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     *,
     rates: Sequence[float] = DEFAULT_RATES,
     payloads: Sequence[int] = DEFAULT_PAYLOADS,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from meshsim.distributions import MS, Distribution
-from meshsim.distribution_spec import parse_distribution
+from meshsim.distribution_spec import distribution_at, parse_distribution
 from meshsim.errors import ModelError
 from meshsim.wakeup import WakeUp, parse_wakeup
-from meshsim.yamlio import Section, content_hash, parse_yaml_text
+from meshsim.yamlio import Section
 
 SCHEMA = "meshsim/mesh/v1"
 PASS_KINDS = ("inbound_request", "inbound_response", "outbound_request", "outbound_response")
@@ -112,14 +112,6 @@ class MeshModel:
 _META = ("source", "note", "fit", "description")
 
 
-def _dist(s: Section, name: str, required: bool = True) -> Distribution | None:
-    if not s.has(name):
-        if required:
-            raise ModelError(f"{s.key(name)}: missing")
-        return None
-    return parse_distribution(s.data[name], s.key(name))
-
-
 def _memory(s: Section | None) -> Memory:
     if s is None:
         return Memory()
@@ -140,10 +132,10 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     passes_sec = s.section("passes")
     assert passes_sec is not None
     passes_sec.reject_unknown((*pass_kinds, *_META))
-    passes = {k: _dist(passes_sec, k) for k in pass_kinds}
+    passes = {k: distribution_at(passes_sec, k) for k in pass_kinds}
     return ProxyModel(
         kind=s.string("kind", "envoy"),
-        passes=passes,  # type: ignore[arg-type]
+        passes=passes,
         workers=s.integer("workers", 2),
         dispatch=s.choice("dispatch", DISPATCH, "pinned"),
         placement=s.choice("placement", PLACEMENT, "sidecar"),
@@ -151,7 +143,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         cpu_limit=_cpu_limit(s),
         header_bytes=s.integer("header_bytes", 0, minimum=0),
         per_kb=s.number("per_kb_ms", 0.0) * MS,
-        post_response=_dist(s, "post_response", required=False),
+        post_response=distribution_at(s, "post_response", required=False),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         memory=_memory(s.section("memory", required=False)),
         policy=s.choice("policy", LB_POLICIES, "round_robin"),
@@ -178,12 +170,12 @@ def _feature(name: str, s: Section) -> Feature:
     hs = s.section("handshake", required=False)
     if hs is not None:
         hs.reject_unknown(("cpu", "round_trips", *_META))
-        handshake = Handshake(_dist(hs, "cpu"), hs.integer("round_trips", 1, minimum=0))  # type: ignore[arg-type]
+        handshake = Handshake(distribution_at(hs, "cpu"), hs.integer("round_trips", 1, minimum=0))
     collector = None
     cs = s.section("collector", required=False)
     if cs is not None:
         cs.reject_unknown(("workers", "service", *_META))
-        collector = Collector(cs.integer("workers", 1), _dist(cs, "service"))  # type: ignore[arg-type]
+        collector = Collector(cs.integer("workers", 1), distribution_at(cs, "service"))
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
@@ -191,7 +183,7 @@ def _feature(name: str, s: Section) -> Feature:
     if not isinstance(default, bool):
         raise ModelError(f"{s.key('default')}: expected true or false, got {default!r}")
     return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0) * MS, s.integer("header_bytes", 0, minimum=0),
-                   handshake, _dist(s, "post_response", required=False), collector, sampling,
+                   handshake, distribution_at(s, "post_response", required=False), collector, sampling,
                    s.get("description", ""))
 
 
@@ -225,7 +217,3 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
         origin=where,
         content_hash=digest,
     )
-
-
-def load_mesh_text(text: str, where: str = "<uploaded mesh model>") -> MeshModel:
-    return mesh_from_data(parse_yaml_text(text, where), where, content_hash(text))

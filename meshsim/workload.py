@@ -11,8 +11,6 @@ from meshsim.distributions import Distribution
 from meshsim.errors import FieldError
 from meshsim.fortio_warmup import DEFAULT_VERSION, warmup_mode
 
-PROFILE_KINDS = ("constant", "ramp", "steps")
-
 
 @dataclass(frozen=True)
 class RateProfile:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import simpy
 
+from meshsim.distributions import Exponential
 from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad
 from meshsim.sim.streams import Sampler, Streams
 from meshsim.sim.system import Process, System
@@ -129,11 +129,10 @@ def open_arrivals(env: simpy.Environment, system: System, load: OpenLoad, end: f
 
 def _open(env: simpy.Environment, system: System, load: OpenLoad, end: float, record: Record, streams: Streams,
           trace: LoadTrace) -> Process:
-    rng = streams.rng("arrivals")
     accept = streams.uniforms("arrivals:thinning")
     conns = streams.rng("arrivals:connection")
     peak = load.profile.max_rps if load.profile is not None else load.rps
-    gaps = _ExpBatch(rng, 1.0 / peak)
+    gaps = streams.sampler("arrivals", Exponential(1.0 / peak))  # Poisson arrivals at the peak rate
     while True:
         yield env.timeout(gaps())
         if env.now >= end:
@@ -167,17 +166,3 @@ def _user(env: simpy.Environment, system: System, user: int, end: float, think: 
         record(sent, env.now - sent)
         yield env.timeout(think())
     trace.ends.append(env.now)
-
-
-class _ExpBatch:
-    __slots__ = ("_rng", "_mean", "_buf", "_i")
-
-    def __init__(self, rng: np.random.Generator, mean: float) -> None:
-        self._rng, self._mean, self._buf, self._i = rng, mean, [], 0
-
-    def __call__(self) -> float:
-        if self._i >= len(self._buf):
-            self._buf = self._rng.exponential(self._mean, 4096).tolist()
-            self._i = 0
-        self._i += 1
-        return self._buf[self._i - 1]

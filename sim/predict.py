@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from meshsim import __version__
 from meshsim.distributions import MS
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
+from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
@@ -30,7 +31,6 @@ from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_r
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 
 ENGINE = "simpy-fcfs/1"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -25,8 +25,8 @@ from meshsim.errors import FieldError, MeshsimError, ModelError
 from meshsim.topology import Topology
 
 from meshsim.calibrate.validation.replay import CannotReplay, replay
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max")
 SUMMARY_KEYS = (*LATENCY_KEYS, "rps")
