@@ -184,6 +184,7 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
+    _held_fraction(model, usable, summary.notes, say)
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
@@ -245,6 +246,24 @@ def _with_wakeups(first: dict[str, Any], decomp: Decomposition, replay: Sequence
         return decomp
     say("fitting the passes again with the reference rate's wake-ups as known parts")
     return decompose(ref_runs, fams, say, cold=extra.cold)
+
+
+def _held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+    """With bursts among the runs, the fraction of a pass that holds its worker, fitted by simulation, replaces the
+    CPU-based ``cpu_fraction`` (one-connection runs cannot show it; the CPU-based estimate stays otherwise)."""
+    from meshsim.calibrate.load.held_fraction import apply_held_fraction, burst_runs, fit_held_fraction
+
+    if not model.get("proxy"):
+        return
+    bursts = burst_runs(usable)
+    if not bursts:
+        notes.append("no bursts (connections firing together without -uniform): proxy.cpu_fraction is the CPU-based "
+                     "estimate; what part of a pass holds its worker is not identified by these runs")
+        return
+    say(f"fitting the held fraction of a pass by simulation from {len(bursts)} burst runs ...")
+    with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
+        fit = fit_held_fraction(model, usable, Path(work), progress=say)
+    apply_held_fraction(model, fit, notes)
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,

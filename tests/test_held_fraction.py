@@ -4,7 +4,7 @@ A model with a known ``cpu_fraction`` is simulated under fortio bursts (c = 2, 4
 sidecars, 2 workers); the simulated latencies become fortio histograms of run folders; ``fit_held_fraction`` starts
 from the same model with any fraction and must find the known one back. The replay uses other seeds than the
 synthetic runs, so the recovery is not an identity; the grid's step (0.05 after refinement) bounds the tolerance.
-One-connection runs cannot identify the fraction: the fit returns None and the model gets the lab prior, saying so.
+One-connection runs cannot identify the fraction: the fit returns None.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from meshsim.calibrate.load.held_fraction import PRIOR, apply_held_fraction, burst_runs, fit_held_fraction
+from meshsim.calibrate.load.held_fraction import apply_held_fraction, burst_runs, fit_held_fraction
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
@@ -72,10 +72,14 @@ def test_a_known_held_fraction_is_recovered_from_bursts(tmp_path: Path) -> None:
     assert scores[0.1] > 3 * scores[fit.fraction] and scores[1.0] > scores[fit.fraction]
 
 
-def test_one_connection_runs_get_the_prior_and_say_so() -> None:
+def test_the_fitted_fraction_replaces_the_cpu_based_one_and_says_so(tmp_path: Path) -> None:
+    folders = [_burst_run(tmp_path, c) for c in (2, 4)]
+    runs = load_runs(folders).runs
+    assert fit_held_fraction(_model(0.2), [r for r in runs if r.manifest.load.connections == 1], tmp_path) is None
     model = _model(0.9)
     notes: list[str] = []
-    apply_held_fraction(model, None, notes)
-    assert model["proxy"]["cpu_fraction"] == PRIOR
-    assert "used a prior" in notes[0] and "0.9" in notes[0]
-    assert "used a prior" in model["proxy"]["source"]
+    fit = fit_held_fraction(model, runs, tmp_path / "work", seed=5)
+    assert fit is not None
+    apply_held_fraction(model, fit, notes)
+    assert model["proxy"]["cpu_fraction"] == pytest.approx(fit.fraction)
+    assert "bursts" in model["proxy"]["source"] and "0.9" in notes[0]

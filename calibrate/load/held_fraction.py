@@ -10,7 +10,8 @@ objective moves smoothly with the fraction), and the fraction whose simulated me
 (least squares on relative errors) is kept. It becomes the model's ``cpu_fraction`` (the part of a pass the worker
 computes; the rest is delay).
 
-A model fitted from one-connection runs only (no bursts) gets ``PRIOR``, measured on the lab, and says so.
+A model fitted from one-connection runs only keeps the CPU-based estimate (CPU per pass over fitted pass time) and
+its fit says that the held fraction was not identified.
 """
 
 from __future__ import annotations
@@ -27,12 +28,6 @@ from meshsim.calibrate.measure.dataset import Run
 BURST_CONNECTIONS = (2, 4, 8)  # the burst probes of the lab and kube plans (at a low rate, without -uniform)
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 MAX_REQUESTS = 4000  # per replayed run and candidate
-# The lab's held fraction, for models whose runs have no bursts: measured with `meshsim calibrate --lab` burst probes
-# (c = 2, 4, 8 at 200 rps, both sidecars, 2 workers, Envoy 1.40, fortio 1.68.2) and fitted by this module.
-PRIOR = 0.5
-PRIOR_SOURCE = ("prior: the held fraction of an Envoy 1.40 pass fitted from the lab's burst probes (c = 2/4/8 at "
-                "200 rps without -uniform, both sidecars, 2 workers; measurements/lab-envoy-2026-11-22 method); "
-                "these runs have no bursts, so the fraction a worker holds cannot be identified from them")
 
 
 @dataclass(frozen=True)
@@ -100,19 +95,13 @@ def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
                            tuple(m * 1e3 for m in measured), tuple(s * 1e3 for s in simulated))
 
 
-def apply_held_fraction(model: dict[str, Any], fit: HeldFractionFit | None, notes: list[str]) -> None:
-    """Write the fitted fraction into the model's proxy, or the lab prior when the runs have no bursts."""
-    proxy = model.get("proxy")
-    if not proxy:
-        return
+def apply_held_fraction(model: dict[str, Any], fit: HeldFractionFit, notes: list[str]) -> None:
+    """Write the fitted fraction into the model's proxy, with its source (the CPU-based estimate it replaces too)."""
+    proxy = model["proxy"]
     measured = proxy.get("cpu_fraction")
-    cpu_based = (f"; the CPU-based estimate (CPU per pass / fitted pass time) was {measured:.3g}"
+    cpu_based = (f"; it replaces the CPU-based estimate (CPU per pass / fitted pass time) {measured:.3g}"
                  if isinstance(measured, (int, float)) else "")
-    if fit is not None:
-        proxy["cpu_fraction"] = round(fit.fraction, 4)
-        why = fit.source + cpu_based
-    else:
-        proxy["cpu_fraction"] = PRIOR
-        why = f"used a prior: cpu_fraction {PRIOR:g}, {PRIOR_SOURCE}{cpu_based}"
+    proxy["cpu_fraction"] = round(fit.fraction, 4)
+    why = fit.source + cpu_based
     proxy["source"] = f"{proxy.get('source', '')}; {why}".lstrip("; ")
     notes.append(f"proxy.{why}")
