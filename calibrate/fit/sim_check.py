@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import yaml
 
@@ -23,6 +23,7 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
+from meshsim.progress import Progress
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
 # which passes a run path identifies, in fitting order
@@ -59,7 +60,7 @@ def run_features(model: dict[str, Any], run: Run) -> list[str]:
 
 
 def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int = 1,
-                  duration_s: float | None = None, progress: Callable[[str], None] | None = None) -> list[ModeCheck]:
+                  duration_s: float | None = None, progress: Progress | None = None) -> list[ModeCheck]:
     """Simulated vs measured p50/p90/p99 for every run whose path the simulator can reproduce."""
     from meshsim.sim.predict import predict_options
 
@@ -102,7 +103,7 @@ def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed
 
 
 def refine(model_path: Path, runs: Sequence[Run], out: Path, work: Path, iterations: int = 2,
-           progress: Callable[[str], None] | None = None) -> dict[str, float]:
+           progress: Progress | None = None) -> dict[str, float]:
     """Adjust the shift of the inbound and outbound passes until simulated means match measured ones."""
     model = copy.deepcopy(read_model(model_path))
     changes: dict[str, float] = {}

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.load.wake_gaps import replay_setup
 from meshsim.calibrate.measure.dataset import Run
+from meshsim.progress import Progress
 
 BURST_CONNECTIONS = (2, 4, 8)  # the burst probes of the lab and kube plans (at a low rate, without -uniform)
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -72,7 +73,7 @@ def _objective(measured: Sequence[float], simulated: Sequence[float]) -> float:
 
 
 def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
-                      progress: Callable[[str], None] | None = None) -> HeldFractionFit | None:
+                      progress: Progress | None = None) -> HeldFractionFit | None:
     """The fraction of a pass that holds the worker, or None when there are no burst runs (or no proxy)."""
     bursts = burst_runs(runs)
     if not bursts or not model.get("proxy"):

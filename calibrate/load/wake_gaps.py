@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import write_model
 from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, calibration_topology, run_features
+from meshsim.progress import Progress
 
 MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
 
@@ -57,7 +58,7 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
 
 
 def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
-                  progress: Callable[[str], None] | None = None) -> dict[str, RunGaps]:
+                  progress: Progress | None = None) -> dict[str, RunGaps]:
     """Run id -> idle gaps of its proxies' passes, for every run with sidecars that the simulator can replay."""
     from meshsim.sim.engine import Horizon, run_replication
 
