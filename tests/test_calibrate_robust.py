@@ -25,6 +25,13 @@ from meshsim.errors import MeshsimError
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rng() -> None:
+    """Each test draws its synthetic runs from the same seed, whichever tests ran before it (order-independent)."""
+    global RNG
+    RNG = np.random.default_rng(11)
 N = 20000
 BASE = Shifted(LogNormal(math.log(0.12e-3), 0.3), 0.16e-3)
 INBOUND = Shifted(Gamma(3.0, 0.03e-3), 0.04e-3)

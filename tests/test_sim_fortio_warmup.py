@@ -22,6 +22,7 @@ from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
 from meshsim.scenario import build_scenario
 from meshsim.sim.engine import Horizon, run_replication
 from meshsim.sim.predict import predict, run_prediction
+from meshsim.request import PredictRequest
 from meshsim.workload import FortioLoad, RunSettings, Workload, validate_load
 from simkit import plain, station_topology
 from test_sim_loadgen import fortio_calls
@@ -132,8 +133,9 @@ def test_short_and_long_runs_agree_with_64_mtls_connections():
     assert abs(short.value - long.value) <= short.half_width + long.half_width, (short, long)
     # the same short run without the warm-up (the old model) does not agree: the test can fail
     scenario = build_scenario(load_topology("single"), load_mesh("istio"), ["mtls"], "client", "both")
-    cold = run_prediction(scenario, Workload(FortioLoad(1000.0, 64, warmup="none")),
-                          RunSettings(replications=4, processes=1), saturation=False).latency["p99"]
+    cold = run_prediction(PredictRequest(scenario, Workload(FortioLoad(1000.0, 64, warmup="none")),
+                                         RunSettings(replications=4, processes=1, saturation_search=False))
+                          ).latency["p99"]
     assert cold.value - cold.half_width > 2 * (long.value + long.half_width), (cold, long)
 
 
