@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Union
 
@@ -105,10 +106,11 @@ class RunSettings:
     drain_s: float = 5.0
 
     def validate(self) -> None:
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise MeshsimError(f"--duration: must be > 0 seconds, got {self.duration_s}")
-        if self.warmup_s is not None and self.warmup_s < 0:
-            raise MeshsimError(f"--warmup: must be >= 0 seconds, got {self.warmup_s}")
+        # written as "not x > 0" so that NaN is refused too
+        if self.duration_s is not None and not 0 < self.duration_s < math.inf:
+            raise MeshsimError(f"--duration: must be > 0 seconds and finite, got {self.duration_s}")
+        if self.warmup_s is not None and not 0 <= self.warmup_s < math.inf:
+            raise MeshsimError(f"--warmup: must be >= 0 seconds and finite, got {self.warmup_s}")
         if self.replications is not None and self.replications < 1:
             raise MeshsimError(f"--replications: must be >= 1, got {self.replications}")
         if self.precision is not None and not 0 < self.precision < 1:
@@ -117,18 +119,38 @@ class RunSettings:
             raise MeshsimError(f"--seed: must be >= 0, got {self.seed}")
 
 
+def validate_profile(profile: RateProfile) -> None:
+    """Finite times strictly increasing from 0, finite rates >= 0 and at least one > 0."""
+    times = [t for t, _ in profile.points]
+    rates = [r for _, r in profile.points]
+    if profile.kind not in PROFILE_KINDS or not profile.points:
+        raise MeshsimError(f"--profile: unknown or empty profile {profile.kind!r}")
+    if not all(math.isfinite(v) for v in times + rates):
+        raise MeshsimError(f"--profile: times and rates must be finite numbers, got {list(profile.points)}")
+    if any(b <= a for a, b in zip(times, times[1:])) or times[0] < 0:
+        raise MeshsimError(f"--profile: times must start at >= 0 s and increase (a ramp needs SECONDS > 0), "
+                           f"got {times}")
+    if any(r < 0 for r in rates) or max(rates) <= 0:
+        raise MeshsimError(f"--profile: rates must be >= 0 and one of them > 0, got {rates}")
+
+
+def _check_rps(rps: float) -> None:
+    if not 0 < rps < math.inf:  # refuses NaN and inf too
+        raise MeshsimError(f"--rps: must be > 0 and finite, got {rps}")
+
+
 def validate_load(load: Load) -> None:
     if isinstance(load, OpenLoad):
-        if not load.rps > 0:
-            raise MeshsimError(f"--rps: must be > 0, got {load.rps}")
+        if load.profile is not None:  # checked first: a bad profile also makes a bad rps
+            validate_profile(load.profile)
+        _check_rps(load.rps)
         if load.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
-        if load.profile is not None and any(r < 0 for _, r in load.profile.points):
-            raise MeshsimError("--profile: rates must be >= 0")
     elif isinstance(load, FortioLoad):
-        if not load.rps > 0:
-            raise MeshsimError(f"--rps: must be > 0, got {load.rps}")
+        _check_rps(load.rps)
         if load.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
     elif load.users < 1:
         raise MeshsimError(f"--connections: sequential users must be >= 1, got {load.users}")
+    elif not 0 <= load.think.mean < math.inf:
+        raise MeshsimError(f"--think: must be >= 0 ms and finite, got {load.think.mean * 1e3}")

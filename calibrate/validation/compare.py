@@ -255,8 +255,8 @@ def validate_runs(
         raise MeshsimError("RUN_DIR: give at least one run folder")
     if replications < 2:
         raise MeshsimError(f"--replications: need >= 2 for a confidence interval, got {replications}")
-    if not sim_duration_s > 0:
-        raise MeshsimError(f"--sim-duration: must be > 0 seconds, got {sim_duration_s}")
+    if not 0 < sim_duration_s < math.inf:
+        raise MeshsimError(f"--sim-duration: must be > 0 seconds and finite, got {sim_duration_s}")
     model_path, model_data, name = _model(model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
     fitted = set((model_data.get("calibration") or {}).get("fitted_from") or [])
@@ -292,6 +292,9 @@ def validate_runs(
         say(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
             f"{p['p99'].predicted:.3f} ms, rps {comparison.achieved_rps.measured:.0f} vs "
             f"{comparison.achieved_rps.predicted:.0f}")
+    if not validation.comparisons:  # exit 0 after skipping everything would read as "validated"
+        first = validation.skipped[0] if validation.skipped else "no runs"
+        raise MeshsimError(f"RUN_DIR: no run could be validated ({len(validation.skipped)} skipped; first: {first})")
     return validation
 
 
