@@ -130,7 +130,7 @@ def parse_distribution(spec: Any, where: str) -> Distribution:
     if not isinstance(spec, Mapping):
         raise ModelError(f"{where}: expected a distribution mapping, got {type(spec).__name__}")
     family = spec.get("family")
-    if family not in _FAMILIES:
+    if not isinstance(family, str) or family not in _FAMILIES:
         raise ModelError(f"{where}.family: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     dist = _FAMILIES[family](spec, where)
     if "shift_ms" in spec:
