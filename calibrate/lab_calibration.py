@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError, MeshsimError
 
 from meshsim.calibrate.measure.lab.commands import lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
@@ -79,7 +79,7 @@ def calibrate_lab(
     passes find their worker busy.
     """
     if not rates or not payloads:
-        raise MeshsimError("--lab-rates/--lab-payloads: need at least one rate and one payload size")
+        raise FieldError("rates", "need at least one rate, and at least one payload size")
     say = progress or (lambda _msg: None)
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)

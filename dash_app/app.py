@@ -33,20 +33,20 @@ def create_app(
     meshes: Sequence[str] | None = None,
     budget_s: float = 1.2,
 ) -> Dash:
-    """Build the what-if app over ``meshsim.sim.predict.predict`` and the built-in model catalog.
+    """Build the what-if app over ``meshsim.sim.predict.predict_options`` and the built-in model catalog.
 
     ``measurements_dirs`` are searched for run folders (and validation JSON) in addition to the measurements
     shipped with the package (unless ``include_shipped`` is false).
     """
     from meshsim.catalog import list_meshes, list_topologies, load_mesh
-    from meshsim.sim.predict import predict
+    from meshsim.sim.predict import predict_options
     from meshsim.topology import load_topology_text
 
     dirs = (default_dirs() if include_shipped else []) + [Path(d) for d in measurements_dirs]
     mesh_names = list(meshes if meshes is not None else list_meshes())
     features = MeshFeatures.from_models({m: load_mesh(m) for m in mesh_names})
     callbacks = Callbacks(
-        sweeper=Sweeper(predictor=predictor or predict, parse_topology=parse_topology or load_topology_text,
+        sweeper=Sweeper(predictor=predictor or predict_options, parse_topology=parse_topology or load_topology_text,
                         settings=settings or PointSettings(), features=features),
         measured=load_measurements(dirs),
         topologies=list(topologies if topologies is not None else list_topologies()),

@@ -1,7 +1,7 @@
 """Rate sweeps over the simulator, cached and computed coarse-then-fine within a time budget.
 
 This is the app's only road into the library: every prediction goes through :class:`Sweeper`, which calls
-``meshsim.sim.predict.predict`` with short interactive run settings, caches each point under the full set of inputs
+``meshsim.sim.predict.predict_options`` with short interactive run settings, caches each point under the full set of inputs
 that determined it, and hands work out in an order that puts something useful on screen first: each mesh's lowest
 rate (its utilisation bounds an automatic range), a coarse curve, the CDF point (which also carries the model's
 saturation search), the pinned baseline's point for the comparison, then the fine curve. :meth:`Sweeper.advance`
@@ -11,7 +11,6 @@ one point more); the page calls again while points are missing.
 
 from __future__ import annotations
 
-import inspect
 import math
 import threading
 import time
@@ -20,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from meshsim.errors import MeshsimError
+from meshsim.request import PredictOptions
 
 from .scenarios import MeshFeatures, Scenario
 
-Predictor = Callable[..., Any]  # meshsim.sim.predict.predict or anything with its signature
+Predictor = Callable[[PredictOptions], Any]  # meshsim.sim.predict.predict_options, or a wrapper of it
 TopologyParser = Callable[[str, str], Any]  # meshsim.topology.load_topology_text(text, where)
 AUTO_RANGE_FACTOR = 1.1  # an automatic range ends just past the first saturation among the meshes
 
@@ -92,13 +92,6 @@ def _saturation_estimate(point: "dict | _Failure") -> float | None:
     return achieved / busiest if busiest and achieved else None
 
 
-def _keywords(function: Callable[..., Any]) -> frozenset[str]:
-    try:
-        return frozenset(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        return frozenset()
-
-
 @dataclass
 class _Failure:
     message: str
@@ -164,21 +157,18 @@ class Sweeper:
         hit = self.cached(scenario, mesh, rate)
         if hit is not None:
             return hit
-        extra: dict[str, Any] = {}
-        accepted = _keywords(self.predictor)
-        if "processes" in accepted:
-            extra["processes"] = 1  # no process pool forked from a threaded web server
-        if "saturation" in accepted and not self._searches_saturation(scenario, rate):
-            extra["saturation"] = False  # the search costs more than the point itself
         try:
-            prediction = self.predictor(
+            options = PredictOptions(
                 topology=self.topology(scenario), mesh=mesh, rps=rate, lb=scenario.lb,
                 features=self.features.request(mesh, scenario.features, scenario.features_off),
                 load=scenario.load, connections=scenario.connections, payload_bytes=scenario.payload_bytes,
                 proxy_workers=scenario.proxy_workers, proxy_cpu_limit=scenario.proxy_cpu_limit,
                 duration_s=self.settings.duration_s(rate), replications=self.settings.replications,
-                seed=scenario.seed, precision=None, **extra,
+                seed=scenario.seed, precision=None,
+                processes=1,  # no process pool forked from a threaded web server
+                saturation=self._searches_saturation(scenario, rate),  # the search costs more than the point
             )
+            prediction = self.predictor(options)
             value: dict | _Failure = prediction.to_dict() if hasattr(prediction, "to_dict") else dict(prediction)
         except MeshsimError as exc:
             value = _Failure(f"{mesh} at {rate:g} rps: {exc}")

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from meshsim.errors import ModelError
+from meshsim.errors import FieldError, ModelError
 from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.topology import Topology, chain_topology, topology_from_data
 from meshsim.yamlio import read_yaml
@@ -41,10 +41,10 @@ def _builtin_file(kind: str, name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _read_file(ref: str, flag: str, from_data: Callable[[Any, str, str], T]) -> T:
+def _read_file(ref: str, field: str, from_data: Callable[[Any, str, str], T]) -> T:
     path = Path(ref)
     if not path.is_file():
-        raise ModelError(f"{flag}: file {ref} does not exist")
+        raise FieldError(field, f"file {ref} does not exist")
     data, digest = read_yaml(path)
     return from_data(data, str(path), digest)
 
@@ -60,14 +60,14 @@ def load_topology(ref: str | Path | Topology) -> Topology:
         return ref
     ref = str(ref)
     if _looks_like_path(ref):
-        return _read_file(ref, "--topology", topology_from_data)
+        return _read_file(ref, "topology", topology_from_data)
     path = _builtin_file("topologies", ref)
     if path is not None:
         return _read_builtin(path, "topologies", topology_from_data)
     match = _CHAIN.match(ref)
     if match:
         return chain_topology(load_topology("chain3"), int(match.group(1)))
-    raise ModelError(f"--topology: unknown topology {ref!r} (known: {', '.join(list_topologies())}, or a FILE.yaml)")
+    raise FieldError("topology", f"unknown topology {ref!r} (known: {', '.join(list_topologies())}, or a FILE.yaml)")
 
 
 def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
@@ -76,8 +76,8 @@ def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
         return ref
     ref = str(ref)
     if _looks_like_path(ref):
-        return _read_file(ref, "--mesh-model", mesh_from_data)
+        return _read_file(ref, "mesh", mesh_from_data)
     path = _builtin_file("meshes", ref)
     if path is None:
-        raise ModelError(f"--mesh: unknown mesh {ref!r} (known: {', '.join(list_meshes())}, or --mesh-model FILE)")
+        raise FieldError("mesh", f"unknown mesh {ref!r} (known: {', '.join(list_meshes())}, or a mesh model FILE.yaml)")
     return _read_builtin(path, "meshes", mesh_from_data)

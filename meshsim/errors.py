@@ -20,6 +20,17 @@ class MeshsimError(Exception):
         return self.message
 
 
+class FieldError(MeshsimError):
+    """A user error in one named option (``rps``, ``think_ms``, ...).
+
+    The library names the field; each front end says it in its own words (the CLI maps fields to its flags)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
 class ModelError(MeshsimError):
     """A model file (topology, mesh model, manifest) is malformed or inconsistent."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError
 
 # Envoy's --concurrency and Linkerd/Ztunnel worker pools are sized to cores; 1024 is beyond any node sold today.
 MAX_WORKERS = 1024
@@ -34,11 +34,11 @@ def check_finite(field: str, value: float, *, low: float | None = None, high: fl
                  low_open: bool = False) -> float:
     """``value`` as a float if finite and within [low, high] (``low_open``: > low); else one error naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise MeshsimError(f"{field}: expected a number, got {value!r}")
+        raise FieldError(field, f"expected a number, got {value!r}")
     if not math.isfinite(value):
-        raise MeshsimError(f"{field}: expected a finite number, got {value}")
+        raise FieldError(field, f"expected a finite number, got {value}")
     if low is not None and (value <= low if low_open else value < low):
-        raise MeshsimError(f"{field}: must be {'>' if low_open else '>='} {low:g}, got {value:g}")
+        raise FieldError(field, f"must be {'>' if low_open else '>='} {low:g}, got {value:g}")
     if high is not None and value > high:
-        raise MeshsimError(f"{field}: must be <= {high:g}, got {value:g}")
+        raise FieldError(field, f"must be <= {high:g}, got {value:g}")
     return float(value)

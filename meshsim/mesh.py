@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from meshsim.distributions import MS, Distribution
 from meshsim.distribution_spec import parse_distribution
-from meshsim.errors import ModelError
+from meshsim.errors import FieldError, ModelError
 from meshsim.limits import MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, MAX_CORES, check_finite
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
@@ -103,7 +103,7 @@ class MeshModel:
         proxy = self.proxy
         if workers is not None:
             if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-                raise ModelError(f"proxy_workers: an integer in [1, {MAX_WORKERS}], got {workers!r}")
+                raise FieldError("proxy_workers", f"an integer in [1, {MAX_WORKERS}], got {workers!r}")
             proxy = replace(proxy, workers=workers)
         if cpu_limit is not None:
             check_finite("proxy_cpu_limit", cpu_limit, low=MIN_CPU_LIMIT, high=MAX_CORES)

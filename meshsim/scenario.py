@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
 from meshsim.topology import Topology
 
@@ -41,7 +41,7 @@ def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) ->
         base = name[3:] if off else name
         if base not in mesh.features:
             known = ", ".join(sorted(mesh.features)) or "none"
-            raise MeshsimError(f"--features: mesh {mesh.name!r} has no feature {base!r} (known: {known})")
+            raise FieldError("features", f"mesh {mesh.name!r} has no feature {base!r} (known: {known})")
         (active.discard if off else active.add)(base)
     return tuple(sorted(active))
 
@@ -49,9 +49,11 @@ def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) ->
 def build_scenario(topology: Topology, mesh: MeshModel, features: tuple[str, ...] | list[str] = (),
                    lb: str = "client", scope: str = "both") -> Scenario:
     if lb not in LB_MODES:
-        raise MeshsimError(f"--lb: unknown mode {lb!r} (known: {', '.join(LB_MODES)})")
+        raise FieldError("lb", f"unknown mode {lb!r} (known: {', '.join(LB_MODES)})")
     if scope not in MESH_SCOPES:
-        raise MeshsimError(f"--scope: unknown value {scope!r} (known: {', '.join(MESH_SCOPES)})")
+        raise FieldError("scope", f"unknown value {scope!r} (known: {', '.join(MESH_SCOPES)})")
     if lb == "proxy" and mesh.load_balancer is None:
-        raise MeshsimError(f"--lb proxy: mesh model {mesh.name!r} ({mesh.origin}) has no load_balancer section")
-    return Scenario(topology, mesh, resolve_features(mesh, tuple(features)), lb, scope)
+        raise FieldError("lb", f"proxy: mesh model {mesh.name!r} ({mesh.origin}) has no load_balancer section")
+    # the baseline bypasses every proxy, and with them every feature (the mesh's defaults too)
+    active = () if scope == "none" else resolve_features(mesh, tuple(features))
+    return Scenario(topology, mesh, active, lb, scope)

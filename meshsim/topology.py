@@ -12,7 +12,7 @@ from typing import Any, Mapping, Union
 
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import parse_distribution
-from meshsim.errors import MeshsimError, ModelError
+from meshsim.errors import FieldError, ModelError
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
@@ -123,7 +123,7 @@ class Topology:
         """Every service answers ``response_bytes`` (fortio echo ?size=...)."""
         if isinstance(response_bytes, bool) or not isinstance(response_bytes, int) \
                 or not 0 <= response_bytes <= MAX_MESSAGE_BYTES:
-            raise MeshsimError(f"payload_bytes: must be an integer in [0, {MAX_MESSAGE_BYTES}], got {response_bytes!r}")
+            raise FieldError("payload_bytes", f"must be an integer in [0, {MAX_MESSAGE_BYTES}], got {response_bytes!r}")
         services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
         return replace(self, services=services)
 

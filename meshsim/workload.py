@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from meshsim.distributions import Distribution
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError
 
 PROFILE_KINDS = ("constant", "ramp", "steps")
 
@@ -33,6 +33,23 @@ class RateProfile:
     @property
     def max_rps(self) -> float:
         return max(r for _, r in self.points)
+
+    def validate(self) -> None:
+        """Finite times that increase, rates >= 0 and some above 0 (FieldError on ``profile``)."""
+        if self.kind not in ("ramp", "steps"):
+            raise FieldError("profile", f"unknown kind {self.kind!r} (known: ramp, steps)")
+        if not self.points:
+            raise FieldError("profile", "no points")
+        for t, r in self.points:
+            if not (math.isfinite(t) and math.isfinite(r)):
+                raise FieldError("profile", f"times and rates must be finite numbers, got {t:g} s = {r:g} rps")
+            if t < 0 or r < 0:
+                raise FieldError("profile", f"times and rates must be >= 0, got {t:g} s = {r:g} rps")
+        times = [t for t, _ in self.points]
+        if any(b <= a for a, b in zip(times, times[1:])) or (self.kind == "ramp" and len(times) < 2):
+            raise FieldError("profile", "times must increase (a ramp lasts more than 0 s)")
+        if self.max_rps <= 0:
+            raise FieldError("profile", "every rate is 0: nothing would be sent")
 
     @staticmethod
     def ramp(start_rps: float, end_rps: float, duration_s: float) -> "RateProfile":
@@ -104,53 +121,37 @@ class RunSettings:
     seed: int = 1
     processes: int | None = None
     drain_s: float = 5.0
+    saturation_search: bool = True  # find the saturation rate (costly: sweeps find it from their curve instead)
 
     def validate(self) -> None:
-        # written as "not x > 0" so that NaN is refused too
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
-            raise MeshsimError(f"--duration: must be > 0 seconds and finite, got {self.duration_s}")
+            raise FieldError("duration_s", f"must be > 0 seconds and finite, got {self.duration_s}")
         if self.warmup_s is not None and not 0 <= self.warmup_s < math.inf:
-            raise MeshsimError(f"--warmup: must be >= 0 seconds and finite, got {self.warmup_s}")
+            raise FieldError("warmup_s", f"must be >= 0 seconds and finite, got {self.warmup_s}")
         if self.replications is not None and self.replications < 1:
-            raise MeshsimError(f"--replications: must be >= 1, got {self.replications}")
+            raise FieldError("replications", f"must be >= 1, got {self.replications}")
         if self.precision is not None and not 0 < self.precision < 1:
-            raise MeshsimError(f"--precision: a fraction in (0, 1), got {self.precision}")
+            raise FieldError("precision", f"a fraction in (0, 1), got {self.precision}")
         if self.seed < 0:
-            raise MeshsimError(f"--seed: must be >= 0, got {self.seed}")
-
-
-def validate_profile(profile: RateProfile) -> None:
-    """Finite times strictly increasing from 0, finite rates >= 0 and at least one > 0."""
-    times = [t for t, _ in profile.points]
-    rates = [r for _, r in profile.points]
-    if profile.kind not in PROFILE_KINDS or not profile.points:
-        raise MeshsimError(f"--profile: unknown or empty profile {profile.kind!r}")
-    if not all(math.isfinite(v) for v in times + rates):
-        raise MeshsimError(f"--profile: times and rates must be finite numbers, got {list(profile.points)}")
-    if any(b <= a for a, b in zip(times, times[1:])) or times[0] < 0:
-        raise MeshsimError(f"--profile: times must start at >= 0 s and increase (a ramp needs SECONDS > 0), "
-                           f"got {times}")
-    if any(r < 0 for r in rates) or max(rates) <= 0:
-        raise MeshsimError(f"--profile: rates must be >= 0 and one of them > 0, got {rates}")
-
-
-def _check_rps(rps: float) -> None:
-    if not 0 < rps < math.inf:  # refuses NaN and inf too
-        raise MeshsimError(f"--rps: must be > 0 and finite, got {rps}")
+            raise FieldError("seed", f"must be >= 0, got {self.seed}")
+        if self.processes is not None and self.processes < 1:
+            raise FieldError("processes", f"must be >= 1, got {self.processes}")
 
 
 def validate_load(load: Load) -> None:
     if isinstance(load, OpenLoad):
-        if load.profile is not None:  # checked first: a bad profile also makes a bad rps
-            validate_profile(load.profile)
-        _check_rps(load.rps)
+        if not (load.rps > 0 and math.isfinite(load.rps)):
+            raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
         if load.connections < 1:
-            raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
+            raise FieldError("connections", f"must be >= 1, got {load.connections}")
+        if load.profile is not None:
+            load.profile.validate()
     elif isinstance(load, FortioLoad):
-        _check_rps(load.rps)
+        if not (load.rps > 0 and math.isfinite(load.rps)):
+            raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
         if load.connections < 1:
-            raise MeshsimError(f"--connections: must be >= 1, got {load.connections}")
+            raise FieldError("connections", f"must be >= 1, got {load.connections}")
     elif load.users < 1:
-        raise MeshsimError(f"--connections: sequential users must be >= 1, got {load.users}")
+        raise FieldError("connections", f"sequential users must be >= 1, got {load.users}")
     elif not 0 <= load.think.mean < math.inf:
-        raise MeshsimError(f"--think: must be >= 0 ms and finite, got {load.think.mean * 1e3}")
+        raise FieldError("think_ms", f"must be >= 0 ms and finite, got {load.think.mean * 1e3}")

@@ -14,19 +14,18 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from meshsim import __version__
-from meshsim.catalog import load_mesh, load_topology
-from meshsim.distributions import MS, Deterministic
-from meshsim.errors import MeshsimError
+from meshsim.distributions import MS
+from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
-from meshsim.scenario import Scenario, build_scenario
+from meshsim.request import PredictOptions, PredictRequest, build_request
+from meshsim.scenario import Scenario
 from meshsim.topology import Topology
-from meshsim.workload import (FortioLoad, Load, OpenLoad, RateProfile, RunSettings, SequentialLoad, Workload,
-                              validate_load)
+from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload
 from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 
@@ -81,79 +80,23 @@ class Prediction:
 
 # -- the public entry point ----------------------------------------------------------------------------------------
 
-def predict(
-    topology: str | Path | Topology = "chain3",
-    mesh: str | Path | MeshModel = "istio",
-    *,
-    rps: float | None = None,
-    features: Sequence[str] = (),
-    lb: str = "client",
-    load: str = "open",
-    connections: int | None = None,
-    uniform: bool = False,
-    jitter: bool = False,
-    nocatchup: bool = False,
-    think_ms: float | None = None,
-    profile: RateProfile | None = None,
-    keepalive: bool = True,
-    tls: bool = False,
-    scope: str = "both",
-    payload_bytes: int | None = None,
-    proxy_workers: int | None = None,
-    proxy_cpu_limit: float | None = None,
-    duration_s: float | None = None,
-    warmup_s: float | None = None,
-    replications: int | None = None,
-    seed: int = 1,
-    precision: float | None = 0.05,
-    processes: int | None = None,
-    progress: Progress | None = None,
-    saturation: bool = True,
-) -> Prediction:
-    """Predict latency percentiles, CPU, utilisation and saturation for one scenario and workload.
+def predict(topology: str | Path | Topology = "chain3", mesh: str | Path | MeshModel = "istio", *,
+            progress: Progress | None = None, **options: Any) -> Prediction:
+    """Convenience over :func:`run_prediction`: ``options`` are the fields of :class:`PredictOptions`.
 
-    ``saturation=False`` skips the saturation search (``saturation_rps`` is then unknown): for rate sweeps, where
-    the caller finds it from the curve.
+    Every front end may instead build :class:`PredictOptions` itself and call :func:`predict_options`, or build the
+    typed :class:`PredictRequest` with :func:`meshsim.request.build_request` and call :func:`run_prediction`.
     """
-    topo = load_topology(topology)
-    if payload_bytes is not None:
-        if payload_bytes < 0:
-            raise MeshsimError(f"--payload: must be >= 0 bytes, got {payload_bytes}")
-        topo = topo.with_payload(payload_bytes)
-    mesh_model = load_mesh(mesh)
-    if proxy_workers is not None and proxy_workers < 1:
-        raise MeshsimError(f"--proxy-workers: must be >= 1, got {proxy_workers}")
-    if proxy_cpu_limit is not None and proxy_cpu_limit <= 0:
-        raise MeshsimError(f"--proxy-cpu-limit: must be > 0 cores, got {proxy_cpu_limit}")
-    mesh_model = mesh_model.with_proxy_overrides(proxy_workers, proxy_cpu_limit)
-    scenario = build_scenario(topo, mesh_model, list(features), lb, scope)
-    workload = Workload(make_load(load, rps, connections, uniform, jitter, nocatchup, think_ms, profile),
-                        keepalive=keepalive, tls=tls)
-    settings = RunSettings(duration_s=duration_s, warmup_s=warmup_s, replications=replications, seed=seed,
-                           precision=precision, processes=processes)
-    return run_prediction(scenario, workload, settings, progress, saturation)
+    try:
+        chosen = PredictOptions(topology=topology, mesh=mesh, **options)
+    except TypeError as exc:  # a misspelt option: say which (a programming error, not a user error)
+        raise TypeError(f"predict(): {exc}") from None
+    return predict_options(chosen, progress)
 
 
-def make_load(kind: str, rps: float | None, connections: int | None, uniform: bool, jitter: bool,
-              nocatchup: bool, think_ms: float | None, profile: RateProfile | None) -> Load:
-    if kind == "sequential":
-        think = think_ms if think_ms is not None else 50.0
-        if think < 0:
-            raise MeshsimError(f"--think: must be >= 0 ms, got {think}")
-        result: Load = SequentialLoad(Deterministic(think * MS), users=connections or 1)
-    elif kind in ("open", "fortio"):
-        if rps is None and profile is None:
-            raise MeshsimError("--rps: required (the offered rate in requests per second)")
-        if kind == "fortio":
-            if profile is not None:
-                raise MeshsimError("--profile: fortio has no rate profiles; use --load open")
-            result = FortioLoad(float(rps), connections or 8, uniform, jitter, nocatchup)  # type: ignore[arg-type]
-        else:
-            result = OpenLoad(float(rps if rps is not None else profile.max_rps), connections or 1000, profile)  # type: ignore[union-attr]
-    else:
-        raise MeshsimError(f"--load: unknown load model {kind!r} (known: open, fortio, sequential)")
-    validate_load(result)
-    return result
+def predict_options(options: PredictOptions, progress: Progress | None = None) -> Prediction:
+    """Build the request from ``options`` (validated once) and run it."""
+    return run_prediction(build_request(options), progress)
 
 
 # -- replications --------------------------------------------------------------------------------------------------
@@ -168,7 +111,7 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
         # fortio reports every call it made, so nothing is cut; open and sequential loads cut 10 % warm-up
         warmup = 0.0 if isinstance(load, FortioLoad) else 0.1 * duration
     if warmup >= duration:
-        raise MeshsimError(f"--warmup: {warmup} s must be shorter than --duration {duration} s")
+        raise FieldError("warmup_s", f"{warmup:g} s must be shorter than the run ({duration:g} s, duration_s)")
     return Horizon(duration, warmup, settings.drain_s)
 
 
@@ -182,8 +125,9 @@ def _pool(processes: int) -> ProcessPoolExecutor | None:
     return ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"))
 
 
-def run_prediction(scenario: Scenario, workload: Workload, settings: RunSettings,
-                   progress: Progress | None = None, saturation: bool = True) -> Prediction:
+def run_prediction(request: PredictRequest, progress: Progress | None = None) -> Prediction:
+    """Run replications of the request until its precision target (or fixed count), then summarise."""
+    scenario, workload, settings = request.scenario, request.workload, request.settings
     settings.validate()
     started = time.perf_counter()
     horizon = horizon_for(workload.load, settings)
@@ -212,16 +156,16 @@ def run_prediction(scenario: Scenario, workload: Workload, settings: RunSettings
     finally:
         if pool is not None:
             pool.shutdown()
-    return _summarise(scenario, workload, settings, horizon, results, started, progress, saturation)
+    return _summarise(request, horizon, results, started, progress)
 
 
 def _unstable(results: list[ReplicationResult]) -> bool:
     return any(r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
 
 
-def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
-               results: list[ReplicationResult], started: float, progress: Progress | None,
-               search_saturation: bool = True) -> Prediction:
+def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
+               progress: Progress | None) -> Prediction:
+    scenario, workload, settings = request.scenario, request.workload, request.settings
     per_rep = [latency_summary(r.latencies) for r in results]
     latency = {k: t_interval([s[k] for s in per_rep]) for k in LATENCY_KEYS}
     achieved = t_interval([r.achieved_rps for r in results])
@@ -244,7 +188,7 @@ def _summarise(scenario: Scenario, workload: Workload, settings: RunSettings, ho
         warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "
                         "load the percentiles grow with the run length")
     saturation = float("nan")
-    if search_saturation:
+    if settings.saturation_search:
         if progress:
             progress("searching the saturation rate")
         saturation = find_saturation(scenario, workload, settings, results, util)

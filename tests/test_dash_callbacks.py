@@ -1,7 +1,7 @@
 """The Dash app's callbacks called directly as functions, over the real simulator (no server, no browser).
 
 A small interactive setting (two replications of a few hundred requests, 3 coarse / 5 fine rates) keeps the module
-quick; the predictor is the real ``predict`` wrapped only to count calls, so caching can be asserted.
+quick; the predictor is the real ``predict_options`` wrapped only to count calls, so caching can be asserted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from meshsim.dash_app.layout import CONTROL_IDS, DEFAULTS
 from meshsim.dash_app.measured import default_dirs, load_measurements
 from meshsim.dash_app.scenarios import UPLOADED, MeshFeatures
 from meshsim.dash_app.sweep import PointSettings, Sweeper
-from meshsim.sim.predict import predict
+from meshsim.sim.predict import predict_options
 from meshsim.topology import load_topology_text
 
 SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_duration_s=0.2, max_duration_s=2.0,
@@ -33,14 +33,13 @@ class Counted:
     """The real predict, counting its calls and timing the slowest one."""
 
     def __init__(self) -> None:
-        self.__wrapped__ = predict  # so the sweeper sees predict's keywords
         self.calls = 0
         self.slowest_s = 0.0
 
-    def __call__(self, **kwargs):
+    def __call__(self, options):
         started = time.monotonic()
         try:
-            return predict(**kwargs)
+            return predict_options(options)
         finally:
             self.calls += 1
             self.slowest_s = max(self.slowest_s, time.monotonic() - started)
@@ -192,10 +191,9 @@ def test_downloads_carry_the_computed_numbers(app_parts):
 
 
 def test_a_bug_below_the_callback_is_reported_on_the_page_not_raised(caplog):
-    def faulty(**kwargs):  # fault injection: a model bug (not a user error) surfacing from predict
+    def faulty(options):  # fault injection: a model bug (not a user error) surfacing from predict
         raise ZeroDivisionError("float division by zero")
 
-    faulty.__wrapped__ = predict  # type: ignore[attr-defined]
     sweeper = Sweeper(predictor=faulty, parse_topology=load_topology_text, settings=SETTINGS)
     callbacks = Callbacks(sweeper=sweeper, measured=load_measurements([]), topologies=list_topologies(),
                           meshes=list_meshes())

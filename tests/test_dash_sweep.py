@@ -7,7 +7,9 @@ import pytest
 from meshsim.catalog import load_mesh
 from meshsim.dash_app.scenarios import MeshFeatures, Scenario
 from meshsim.dash_app.sweep import AUTO_RANGE_FACTOR, PointSettings, Sweeper, grid, nice_rate
-from meshsim.sim.predict import predict
+from dataclasses import asdict
+
+from meshsim.sim.predict import predict_options
 from meshsim.topology import load_topology_text
 
 SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_duration_s=0.2, max_duration_s=2.0,
@@ -15,15 +17,14 @@ SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_durat
 
 
 class Recorded:
-    """The real predict, remembering the arguments of every call."""
+    """The real predict_options, remembering the options of every call (as a dict)."""
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
-        self.__wrapped__ = predict  # so the sweeper sees predict's keywords
 
-    def __call__(self, **kwargs):
-        self.calls.append(kwargs)
-        return predict(**kwargs)
+    def __call__(self, options):
+        self.calls.append(asdict(options))
+        return predict_options(options)
 
 
 @pytest.fixture

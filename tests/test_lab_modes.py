@@ -161,17 +161,17 @@ def test_generated_bootstraps_pass_envoy_validation(binaries, tmp_path, mode):
         assert out.returncode == 0, f"{config.name}: {out.stdout[-500:]} {out.stderr[-500:]}"
 
 
-@pytest.mark.parametrize("spec, flag", [
-    ({"topology": "chain3", "mode": "proxy-lb"}, "--mode proxy-lb"),
-    ({"topology": "lb3", "mode": "sidecar"}, "--topology lb3"),
-    ({"topology": "ring4", "mode": "sidecar"}, "--topology"),
-    ({"topology": "chain3", "mode": "istio"}, "--mode"),
-    ({"topology": "chain3", "mode": "sidecar", "cpus": "a,b"}, "--cpus"),
-    ({"topology": "chain3", "mode": "sidecar", "workers": 0}, "--workers"),
+@pytest.mark.parametrize("spec, field", [
+    ({"topology": "chain3", "mode": "proxy-lb"}, "mode: proxy-lb"),
+    ({"topology": "lb3", "mode": "sidecar"}, "topology: lb3"),
+    ({"topology": "ring4", "mode": "sidecar"}, "topology"),
+    ({"topology": "chain3", "mode": "istio"}, "mode"),
+    ({"topology": "chain3", "mode": "sidecar", "cpus": "a,b"}, "cpus"),
+    ({"topology": "chain3", "mode": "sidecar", "workers": 0}, "workers"),
 ])
-def test_bad_lab_spec_names_the_flag(spec, flag):
+def test_bad_lab_spec_names_the_field(spec, field):
     from meshsim.calibrate.measure.lab.spec import LabSpec
 
     with pytest.raises(MeshsimError) as info:
         LabSpec(**spec)
-    assert str(info.value).startswith(flag) and "\n" not in str(info.value)
+    assert str(info.value).startswith(field) and "\n" not in str(info.value)

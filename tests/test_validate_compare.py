@@ -69,7 +69,7 @@ def test_held_out_when_the_model_did_not_see_the_run(tmp_path: Path) -> None:
 def test_thresholds_parse_and_reject() -> None:
     assert parse_thresholds("p50=10%,p99.9=0.3,rps=5%") == {"p50": 0.1, "p999": 0.3, "rps": 0.05}
     for bad in ("p51=10%", "p50", "p50=abc", "p50=-1%", ""):
-        with pytest.raises(MeshsimError, match="--fail-above"):
+        with pytest.raises(MeshsimError, match="^fail_above: "):
             parse_thresholds(bad)
 
 

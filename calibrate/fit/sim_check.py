@@ -21,6 +21,7 @@ from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import read_model, write_model
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.errors import MeshsimError
+from meshsim.request import PredictOptions
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
 # which passes a run path identifies, in fitting order
@@ -59,7 +60,7 @@ def run_features(model: dict[str, Any], run: Run) -> list[str]:
 def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int = 1,
                   duration_s: float | None = None, progress: Callable[[str], None] | None = None) -> list[ModeCheck]:
     """Simulated vs measured p50/p90/p99 for every run whose path the simulator can reproduce."""
-    from meshsim.sim.predict import predict
+    from meshsim.sim.predict import predict_options
 
     model = read_model(model_path)
     topo = calibration_topology(model, work)
@@ -69,11 +70,9 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
         if scope is None or not run.rps:
             continue
         load = run.manifest.load
-        pred = predict(topo, model_path, rps=run.rps, load="fortio", connections=load.connections,
-                       uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
-                       features=run_features(model, run), warmup_s=0.0,
-                       duration_s=duration_s or load.duration_s or 60.0, replications=1,
-                       processes=1, seed=seed).to_dict()
+        options = replay_options(topo, model_path, model, run, scope, seed,
+                                 duration_s or load.duration_s or 60.0)
+        pred = predict_options(options).to_dict()
         values, cis = measured(from_result(run.result))
         simulated = tuple(float(pred["latency_ms"][k]) for k in ("p50", "p90", "p99"))
         out.append(ModeCheck(run.id, values, simulated, cis))
@@ -82,15 +81,21 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
     return out
 
 
-def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed: int) -> float:
-    from meshsim.sim.predict import predict
-
+def replay_options(topo: Path, model_path: Path, model: dict[str, Any], run: Run, scope: str, seed: int,
+                   duration_s: float) -> PredictOptions:
+    """One replication of ``run``'s own fortio workload on the calibration topology."""
     load = run.manifest.load
-    pred = predict(topo, model_path, rps=run.rps, load="fortio", connections=load.connections,
-                   uniform=load.uniform, jitter=load.jitter, scope=SCOPE_OF_PATH[run.manifest.setup.path],
-                   features=run_features(model, run), warmup_s=0.0, duration_s=60.0, replications=1, processes=1,
-                   seed=seed).to_dict()
-    return float(pred["latency_ms"]["mean"])
+    return PredictOptions(topology=topo, mesh=model_path, rps=run.rps, load="fortio", connections=load.connections,
+                          uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
+                          features=tuple(run_features(model, run)), warmup_s=0.0, duration_s=duration_s,
+                          replications=1, processes=1, seed=seed, saturation=False)
+
+
+def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed: int) -> float:
+    from meshsim.sim.predict import predict_options
+
+    options = replay_options(topo, model_path, model, run, SCOPE_OF_PATH[run.manifest.setup.path], seed, 60.0)
+    return float(predict_options(options).to_dict()["latency_ms"]["mean"])
 
 
 def refine(model_path: Path, runs: Sequence[Run], out: Path, work: Path, iterations: int = 2,

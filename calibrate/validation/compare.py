@@ -21,7 +21,7 @@ from meshsim.calibrate.measure.dataset import Run, load_run
 from meshsim.calibrate.fit.model_file import read_model
 from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.catalog import load_mesh, load_topology
-from meshsim.errors import MeshsimError, ModelError
+from meshsim.errors import FieldError, MeshsimError, ModelError
 from meshsim.topology import Topology
 
 from meshsim.calibrate.validation.replay import CannotReplay, replay
@@ -229,7 +229,7 @@ def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress
 def _model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
     path = Path(model)
     if not path.is_file():
-        raise ModelError(f"--model: file {model} does not exist")
+        raise FieldError("model", f"file {model} does not exist")
     load_mesh(path)  # the simulator's own validation: one line naming the file and key
     data = read_model(path)
     return path, data, str(data.get("name", path.stem))
@@ -248,15 +248,15 @@ def validate_runs(
     progress: Progress | None = None,
 ) -> Validation:
     """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
-    from meshsim.sim.predict import predict
+    from meshsim.sim.predict import predict_options
 
     say = progress or (lambda _m: None)
     if not run_dirs:
         raise MeshsimError("RUN_DIR: give at least one run folder")
     if replications < 2:
-        raise MeshsimError(f"--replications: need >= 2 for a confidence interval, got {replications}")
+        raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications}")
     if not 0 < sim_duration_s < math.inf:
-        raise MeshsimError(f"--sim-duration: must be > 0 seconds and finite, got {sim_duration_s}")
+        raise FieldError("sim_duration_s", f"must be > 0 seconds and finite, got {sim_duration_s}")
     model_path, model_data, name = _model(model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
     fitted = set((model_data.get("calibration") or {}).get("fitted_from") or [])
@@ -281,7 +281,7 @@ def validate_runs(
         role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
         say(f"[{index}/{len(plans)}] simulating {run.id} ({role}) ...")
         try:
-            pred = predict(plan.topology, model_path, **plan.kwargs).to_dict()
+            pred = predict_options(plan.options.with_changes(mesh=model_path)).to_dict()
         except MeshsimError as exc:
             validation.skipped.append(f"{run.id}: the simulator refused it: {exc}")
             say(f"skipped {run.id}: {exc}")
@@ -309,17 +309,17 @@ def parse_thresholds(text: str) -> dict[str, float]:
         key, sep, value = item.partition("=")
         key = key.strip().lower().replace("p99.9", "p999").replace("saturation", "rps")
         if not sep or key not in SUMMARY_KEYS:
-            raise MeshsimError(f"--fail-above: expected KEY=N% with KEY in {', '.join(SUMMARY_KEYS)}, got {item!r}")
+            raise FieldError("fail_above", f"expected KEY=N% with KEY in {', '.join(SUMMARY_KEYS)}, got {item!r}")
         value = value.strip()
         try:
             number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
         except ValueError:
-            raise MeshsimError(f"--fail-above: {key}: not a percentage: {value!r}") from None
+            raise FieldError("fail_above", f"{key}: not a percentage: {value!r}") from None
         if not number > 0:
-            raise MeshsimError(f"--fail-above: {key}: must be > 0, got {value!r}")
+            raise FieldError("fail_above", f"{key}: must be > 0, got {value!r}")
         out[key] = number
     if not out:
-        raise MeshsimError("--fail-above: no thresholds given (e.g. p50=10%,p99=20%)")
+        raise FieldError("fail_above", "no thresholds given (e.g. p50=10%,p99=20%)")
     return out
 
 

@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from meshsim.errors import ComponentMissing, MeshsimError
+from meshsim.errors import ComponentMissing, FieldError, MeshsimError
 
 from meshsim.calibrate.validation.compare import SUMMARY_KEYS, Validation
 from meshsim.calibrate.validation.text_report import LABELS, summary_line
@@ -81,7 +81,7 @@ def write_html(v: Validation, path: Path) -> Path:
             + "".join(parts) + "</body></html>")
     path = Path(path)
     if path.parent and not path.parent.exists():
-        raise MeshsimError(f"--html: folder {path.parent} does not exist")
+        raise FieldError("html", f"folder {path.parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError, MeshsimError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
 
@@ -111,7 +111,7 @@ def validate_lab(
 
     if isinstance(plan, str):
         if plan not in PLANS:
-            raise MeshsimError(f"--plan: unknown plan {plan!r} (known: {', '.join(PLANS)})")
+            raise FieldError("plan", f"unknown plan {plan!r} (known: {', '.join(PLANS)})")
         plan = PLANS[plan]
     say = progress or (lambda _m: None)
     out = Path(out_dir)

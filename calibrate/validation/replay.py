@@ -25,6 +25,7 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.catalog import load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
+from meshsim.request import PredictOptions
 from meshsim.topology import Topology, topology_from_data
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
@@ -37,11 +38,16 @@ _LB = re.compile(r"^lb(\d+)$")
 
 @dataclass(frozen=True)
 class Replay:
-    """Arguments of ``predict`` for one run (topology as an object, so derived topologies need no file)."""
+    """The prediction options of one run (its topology as an object, so derived topologies need no file; the mesh
+    model is the caller's)."""
 
-    topology: Topology
-    kwargs: Mapping[str, Any]
+    options: PredictOptions
     notes: tuple[str, ...] = ()
+
+    @property
+    def topology(self) -> Topology:
+        assert isinstance(self.options.topology, Topology)
+        return self.options.topology
 
 
 class CannotReplay(MeshsimError):
@@ -199,13 +205,13 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
         notes.append("app CPU not comparable: the derived app holds the whole measured baseline (client + network)")
     if setup.path == "client-lb":
         notes.append("client-lb simulated with sidecars on client and servers (the simulator has no client-only scope)")
-    kwargs: dict[str, Any] = dict(
-        rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
+    options = PredictOptions(
+        topology=topo, rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
         uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
         scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
-        features=features_for(model, run),
+        features=tuple(features_for(model, run)),
         payload_bytes=None if derived else setup.payload_bytes,
         proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
         duration_s=duration, warmup_s=0.0, replications=replications, precision=None, seed=seed,
         processes=processes)
-    return Replay(topo, kwargs, tuple(notes)), base_id
+    return Replay(options, tuple(notes)), base_id

@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from meshsim import __version__
+from meshsim.cli.flags import user_message
 from meshsim.errors import ComponentMissing, MeshsimError
 
 # Each front end registers its own subcommand. A front end whose optional dependencies are not installed still
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except MeshsimError as exc:
-        print(f"meshsim: error: {exc}", file=sys.stderr)
+        print(f"meshsim: error: {user_message(exc, getattr(args, 'flag_overrides', None))}", file=sys.stderr)
         return exc.exit_code
     except ModuleNotFoundError as exc:  # an optional dependency the chosen command needs
         if not exc.name or exc.name.startswith("meshsim"):

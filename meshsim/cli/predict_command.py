@@ -1,4 +1,4 @@
-"""``meshsim predict``: parse, call :func:`meshsim.sim.predict.predict`, print."""
+"""``meshsim predict``: parse the flags into :class:`~meshsim.request.PredictOptions`, run it, print."""
 
 from __future__ import annotations
 
@@ -6,22 +6,24 @@ import argparse
 import json
 import sys
 
-from meshsim.cli.prediction_text import prediction_table
+from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, PredictOptions
 from meshsim.workload import RateProfile
 
+MESHES_HELP = "none, istio, istio-1.2 (fitted), linkerd, traefik"
 
-def _features(text: str) -> list[str]:
-    return [f for f in (p.strip() for p in text.split(",")) if f]
+
+def _features(text: str) -> tuple[str, ...]:
+    return tuple(f for f in (p.strip() for p in text.split(",")) if f)
 
 
 def _profile(text: str) -> RateProfile:
-    """``ramp:500:1500:60`` (from, to, seconds) or ``steps:0=500,20=1000,40=1500``."""
+    """``ramp:500:1500:60`` (from, to, seconds) or ``steps:0=500,20=1000,40=1500``; checked by RateProfile."""
     try:
         kind, _, rest = text.partition(":")
         if kind == "ramp":
             start, end, seconds = (float(x) for x in rest.split(":"))
             return RateProfile.ramp(start, end, seconds)
-        if kind in ("steps", "constant"):
+        if kind == "steps":
             points = tuple(sorted((float(t), float(r)) for t, r in (p.split("=") for p in rest.split(","))))
             return RateProfile("steps", points)
     except ValueError:
@@ -32,57 +34,68 @@ def _profile(text: str) -> RateProfile:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("predict", help="predict latency, CPU and saturation of a meshed call graph",
                        description="Simulate a call graph behind a service mesh and print latency percentiles with "
-                                   "95 %% confidence intervals, CPU and utilisation per component, the bottleneck "
-                                   "and the saturation rate.")
+                                   "95 % confidence intervals, CPU and utilisation per component, the bottleneck "
+                                   "and the saturation rate. --rps is required with the open and fortio loads.")
     p.add_argument("--topology", default="chain3", help="built-in name (single, chain3, chainN, bookinfo, "
-                   "emojivoto, lb3) or a topology FILE.yaml (default chain3)")
-    p.add_argument("--mesh", default="istio", help="built-in mesh (none, istio, linkerd, traefik, ...)")
-    p.add_argument("--mesh-model", help="a mesh model FILE.yaml (overrides --mesh)")
-    p.add_argument("--rps", type=float, help="offered rate, requests per second")
-    p.add_argument("--features", type=_features, default=[], help="comma list, e.g. mtls,tracing; no-NAME turns "
-                   "a default feature off (e.g. no-telemetry)")
+                   "emojivoto, lb3, edge) or a topology FILE.yaml (default chain3)")
+    p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
+    p.add_argument("--mesh-model", help="a mesh model FILE.yaml (instead of --mesh)")
+    p.add_argument("--rps", type=float, help="offered rate, requests per second (required for the open and fortio "
+                   "loads, unless --profile sets it; not with --load sequential)")
+    p.add_argument("--features", type=_features, default=(), help="comma list added to the mesh's defaults, e.g. "
+                   "mtls,tracing; no-NAME turns a default off (istio has telemetry on by default: no-telemetry)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"), help="client-side balancing or a "
-                   "central proxy load balancer")
+                   "central proxy load balancer (default client)")
     p.add_argument("--load", default="open", choices=("open", "fortio", "sequential"),
                    help="open Poisson arrivals (default), fortio's closed loop, or sequential users with think time")
-    p.add_argument("--connections", type=int, help="fortio -c (default 8); open: client connections requests ride on, each pinned to a proxy worker "
-                   "(default 1000, a large population); sequential: users (default 1)")
-    p.add_argument("--uniform", action="store_true", help="fortio -uniform")
-    p.add_argument("--jitter", action="store_true", help="fortio -jitter")
-    p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup")
-    p.add_argument("--think", type=float, help="sequential load: think time in ms (default 50)")
-    p.add_argument("--profile", type=_profile, help="open load rate profile: ramp:FROM:TO:SECONDS or "
-                   "steps:T=RPS,...")
+    p.add_argument("--connections", type=int, help=f"fortio -c (default {DEFAULT_CONNECTIONS['fortio']}); open: "
+                   "client connections requests ride on, each pinned to a proxy worker (default "
+                   f"{DEFAULT_CONNECTIONS['open']}); sequential: users (default {DEFAULT_CONNECTIONS['sequential']})")
+    p.add_argument("--uniform", action="store_true", help="fortio -uniform (fortio load only)")
+    p.add_argument("--jitter", action="store_true", help="fortio -jitter (fortio load only)")
+    p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup (fortio load only)")
+    p.add_argument("--think", type=float, help=f"sequential load: think time in ms (default {DEFAULT_THINK_MS:g})")
+    p.add_argument("--profile", type=_profile, help="open load: a rate over time, ramp:FROM:TO:SECONDS or "
+                   "steps:T=RPS,... (instead of --rps)")
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request (+1 RTT, +2 with --tls)")
     p.add_argument("--tls", action="store_true", help="client uses HTTPS to the entry")
     p.add_argument("--scope", default="both", choices=("both", "server", "none"),
-                   help="who has proxies: client and services (both), services only (server), nobody (none)")
+                   help="who has proxies: client and services (both, default), services only (server), nobody "
+                        "(none: the baseline, no features)")
     p.add_argument("--payload", type=int, help="response bytes of every service (fortio echo ?size=)")
     p.add_argument("--proxy-workers", type=int, help="override the mesh model's proxy worker threads")
     p.add_argument("--proxy-cpu-limit", type=float, help="CPU limit per proxy in cores (CFS quota)")
-    p.add_argument("--duration", type=float, help="simulated seconds per replication (default: ~20000 requests)")
-    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %%; 0 for fortio)")
+    p.add_argument("--duration", type=float, help="simulated seconds per replication (default: ~5000 requests)")
+    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %% of the run; 0 for fortio)")
     p.add_argument("--replications", type=int, help="fixed number of replications (default: until p99 is known "
                    "within --precision)")
-    p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99 (default "
+                   "0.05)")
+    p.add_argument("--seed", type=int, default=1, help="root of every random stream (default 1); the same seed "
+                   "gives the same numbers")
     p.add_argument("--processes", type=int, help="parallel processes for replications (default: all cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from meshsim.sim.predict import predict
-
-    progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    result = predict(
-        args.topology, args.mesh_model or args.mesh, rps=args.rps, features=args.features, lb=args.lb,
-        load=args.load, connections=args.connections, uniform=args.uniform, jitter=args.jitter,
-        nocatchup=args.nocatchup, think_ms=args.think, profile=args.profile, keepalive=not args.no_keepalive,
-        tls=args.tls, scope=args.scope, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
+def options_of(args: argparse.Namespace) -> PredictOptions:
+    return PredictOptions(
+        topology=args.topology, mesh=args.mesh_model or args.mesh, rps=args.rps, features=args.features,
+        lb=args.lb, scope=args.scope, load=args.load, connections=args.connections, uniform=args.uniform,
+        jitter=args.jitter, nocatchup=args.nocatchup, think_ms=args.think, profile=args.profile,
+        keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
-        replications=args.replications, seed=args.seed, precision=args.precision, processes=args.processes,
-        progress=progress,
-    ).to_dict()
+        replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from meshsim.cli.prediction_text import prediction_table
+    from meshsim.sim.predict import predict_options
+
+    if args.mesh_model:
+        args.flag_overrides = {"mesh": "--mesh-model"}
+    progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    result = predict_options(options_of(args), progress).to_dict()
     print(json.dumps(result, indent=1) if args.json else prediction_table(result))
     return 0

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from meshsim.errors import Interrupted, MeshsimError, RunFailed
+from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
 
 from meshsim.calibrate.measure.lab.daemon import SPEC_FILE
 from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, read_state_data
@@ -51,8 +51,8 @@ def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP
     lab_dir = Path(lab_dir).resolve()
     existing = read_state_data(lab_dir)
     if existing and (_daemon_alive(existing) or _alive(existing.get("processes") or [])):
-        raise MeshsimError(f"--state-dir {lab_dir}: a lab is already up there (supervisor pid "
-                           f"{existing.get('daemon_pid')}); run `meshsim lab down --state-dir {lab_dir}` first")
+        raise FieldError("state_dir", f"{lab_dir}: a lab is already up there (supervisor pid "
+                                      f"{existing.get('daemon_pid')}); bring it down first (lab down)")
     lab_dir.mkdir(parents=True, exist_ok=True)
     (lab_dir / STATE_FILE).unlink(missing_ok=True)
     (lab_dir / SPEC_FILE).write_text(json.dumps(spec.to_dict()), encoding="utf-8")
@@ -93,7 +93,7 @@ def read_lab(lab_dir: Path = DEFAULT_LAB_DIR) -> LabState:
     data = read_state_data(lab_dir)
     if data is None or data.get("status") != "ready":
         status = "no lab" if data is None else f"lab status {data.get('status')!r}"
-        raise MeshsimError(f"--state-dir {lab_dir}: {status}; start one with `meshsim lab up --state-dir {lab_dir}`")
+        raise FieldError("state_dir", f"{lab_dir}: {status}; start one there first (lab up)")
     return LabState.from_dict(data)
 
 

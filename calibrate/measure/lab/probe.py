@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from meshsim.errors import Interrupted, MeshsimError, RunFailed
+from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 from meshsim.tools import find_binary
 
@@ -48,15 +48,15 @@ class ProbeSettings:
 
     def __post_init__(self) -> None:
         if self.rps < 0:
-            raise MeshsimError(f"rps: must be >= 0 (0 = as fast as possible), got {self.rps}")
+            raise FieldError("rps", f"must be >= 0 (0 = as fast as possible), got {self.rps}")
         if self.connections < 1:
-            raise MeshsimError(f"--connections: must be >= 1, got {self.connections}")
+            raise FieldError("connections", f"must be >= 1, got {self.connections}")
         if not self.duration_s > 0:
-            raise MeshsimError(f"--duration: must be > 0 seconds, got {self.duration_s}")
+            raise FieldError("duration_s", f"must be > 0 seconds, got {self.duration_s}")
         if self.payload_bytes < 0 or self.payload_bytes > 256 * 1024:
-            raise MeshsimError(f"--payload: must be 0..262144 bytes (fortio echo limit), got {self.payload_bytes}")
+            raise FieldError("payload_bytes", f"must be 0..262144 bytes (fortio echo limit), got {self.payload_bytes}")
         if not 0 <= self.max_error_fraction < 1:
-            raise MeshsimError(f"--max-errors: must be a fraction in [0, 1), got {self.max_error_fraction}")
+            raise FieldError("max_error_fraction", f"must be a fraction in [0, 1), got {self.max_error_fraction}")
 
     @property
     def expected_calls(self) -> int | None:

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError, MeshsimError
 
 MODES = ("baseline", "server-sidecar", "sidecar", "mtls", "tracing", "proxy-lb", "client-lb")
 MODE_PATH = {
@@ -54,7 +54,7 @@ def parse_topology(topology: str) -> tuple[Service, ...]:
     lb = re.fullmatch(r"lb([0-9]+)", topology)
     if lb and 1 <= int(lb.group(1)) <= 16:
         return (Service("server", replicas=int(lb.group(1))),)
-    raise MeshsimError(f"--topology: unknown topology {topology!r} (known: {TOPOLOGY_HELP})")
+    raise FieldError("topology", f"unknown topology {topology!r} (known: {TOPOLOGY_HELP})")
 
 
 @dataclass(frozen=True)
@@ -70,23 +70,22 @@ class LabSpec:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise MeshsimError(f"--mode: unknown mode {self.mode!r} (known: {', '.join(MODES)})")
+            raise FieldError("mode", f"unknown mode {self.mode!r} (known: {', '.join(MODES)})")
         services = parse_topology(self.topology)
         if self.workers < 1 or self.workers > 64:
-            raise MeshsimError(f"--workers: must be 1..64, got {self.workers}")
+            raise FieldError("workers", f"must be 1..64, got {self.workers}")
         if self.cpu_limit is not None and not self.cpu_limit > 0:
-            raise MeshsimError(f"--cpu-limit: must be > 0 cores, got {self.cpu_limit}")
+            raise FieldError("cpu_limit", f"must be > 0 cores, got {self.cpu_limit}")
         if self.cpus is not None and not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", self.cpus):
-            raise MeshsimError(f"--cpus: expected a taskset CPU list like 0 or 0,1 or 0-1, got {self.cpus!r}")
+            raise FieldError("cpus", f"expected a taskset CPU list like 0 or 0,1 or 0-1, got {self.cpus!r}")
         replicated = any(s.replicas > 1 for s in services)
         if self.mode in LB_MODES and len(services) != 1:
-            raise MeshsimError(f"--mode {self.mode}: needs a one-service topology (single or lbN), got {self.topology}")
+            raise FieldError("mode", f"{self.mode}: needs a one-service topology (single or lbN), got {self.topology}")
         if replicated and self.mode not in LB_MODES:
-            raise MeshsimError(
-                f"--topology {self.topology}: replicas need a balancing mode (--mode proxy-lb or client-lb), got {self.mode}"
-            )
+            raise FieldError("topology", f"{self.topology}: replicas need a balancing mode (mode proxy-lb or client-lb), "
+                                         f"got {self.mode}")
         if not self.mesh or "/" in self.mesh:
-            raise MeshsimError(f"--mesh: must be a plain name, got {self.mesh!r}")
+            raise FieldError("mesh", f"must be a plain name, got {self.mesh!r}")
 
     @property
     def services(self) -> tuple[Service, ...]:

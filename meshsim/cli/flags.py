@@ -1,0 +1,31 @@
+"""The command line's words for the library's fields: errors name fields, the CLI says flags."""
+
+from __future__ import annotations
+
+from meshsim.errors import FieldError, MeshsimError
+
+# request/option field -> flag (one table for every command: a field has one flag wherever it appears)
+FIELD_FLAGS = {
+    "topology": "--topology", "mesh": "--mesh", "rps": "--rps", "features": "--features", "lb": "--lb",
+    "scope": "--scope", "load": "--load", "connections": "--connections", "uniform": "--uniform",
+    "jitter": "--jitter", "nocatchup": "--nocatchup", "think_ms": "--think", "profile": "--profile",
+    "keepalive": "--no-keepalive", "tls": "--tls", "payload_bytes": "--payload", "proxy_workers": "--proxy-workers",
+    "proxy_cpu_limit": "--proxy-cpu-limit", "duration_s": "--duration", "warmup_s": "--warmup",
+    "replications": "--replications", "precision": "--precision", "seed": "--seed", "processes": "--processes",
+    "max_error_fraction": "--max-errors", "workers": "--workers", "cpu_limit": "--cpu-limit", "cpus": "--cpus",
+    "mode": "--mode", "state_dir": "--state-dir", "plan": "--plan", "model": "--model",
+    "sim_duration_s": "--sim-duration", "fail_above": "--fail-above", "html": "--html", "out": "--out",
+    "rates": "--lab-rates", "payloads": "--lab-payloads",
+}
+
+
+def flag_of(field: str) -> str:
+    return FIELD_FLAGS.get(field, f"--{field.replace('_', '-')}")
+
+
+def user_message(exc: MeshsimError, overrides: dict[str, str] | None = None) -> str:
+    """The one line the CLI prints: a FieldError's field said as the command's flag."""
+    if isinstance(exc, FieldError):
+        flag = (overrides or {}).get(exc.field) or flag_of(exc.field)
+        return f"{flag}: {exc.problem}"
+    return str(exc)

@@ -1,0 +1,181 @@
+"""One typed request for a prediction, and the builder every front end uses to make it.
+
+A front end (the CLI, the Dash sweep, validation replay, the simulated checks of a fit) describes what it wants with
+:class:`PredictOptions`: plain values, one field per option of ``meshsim predict``. :func:`build_request` validates
+them once and makes a :class:`PredictRequest`: the :class:`~meshsim.scenario.Scenario` (what is simulated), the
+:class:`~meshsim.workload.Workload` (what the load generator does) and the :class:`~meshsim.workload.RunSettings`
+(how long, how many replications, which seed). An option that does not apply to the chosen load is refused, not
+ignored. Every error names the option's field (``rps``, ``think_ms``...): the command line maps fields to its flags.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from meshsim.catalog import load_mesh, load_topology
+from meshsim.distributions import MS, Deterministic
+from meshsim.errors import FieldError
+from meshsim.mesh import MeshModel
+from meshsim.scenario import Scenario, build_scenario
+from meshsim.topology import Topology
+from meshsim.workload import (FortioLoad, Load, OpenLoad, RateProfile, RunSettings, SequentialLoad, Workload,
+                              validate_load)
+
+LOAD_MODELS = ("open", "fortio", "sequential")
+FORTIO_FLAGS = ("uniform", "jitter", "nocatchup")
+DEFAULT_CONNECTIONS = {"open": 1000, "fortio": 8, "sequential": 1}
+DEFAULT_THINK_MS = 50.0
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """What a user asks for, as plain values (the vocabulary of ``meshsim predict``; None = the default)."""
+
+    topology: str | Path | Topology = "chain3"
+    mesh: str | Path | MeshModel = "istio"
+    rps: float | None = None  # offered rate; with a profile, the profile sets it
+    features: tuple[str, ...] = ()  # NAME turns a feature on, no-NAME turns a default off
+    lb: str = "client"
+    scope: str = "both"
+    load: str = "open"
+    connections: int | None = None  # open: client connections; fortio: -c; sequential: users
+    uniform: bool = False
+    jitter: bool = False
+    nocatchup: bool = False
+    think_ms: float | None = None
+    profile: RateProfile | None = None
+    keepalive: bool = True
+    tls: bool = False
+    payload_bytes: int | None = None
+    proxy_workers: int | None = None
+    proxy_cpu_limit: float | None = None
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    replications: int | None = None
+    precision: float | None = 0.05
+    seed: int = 1
+    processes: int | None = None
+    saturation: bool = True  # search the saturation rate (costly; sweeps find it from the curve)
+
+    def with_changes(self, **changes: Any) -> "PredictOptions":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """Everything one prediction needs, validated: the engine executes exactly this."""
+
+    scenario: Scenario
+    workload: Workload
+    settings: RunSettings = field(default_factory=RunSettings)
+
+
+def build_request(options: PredictOptions) -> PredictRequest:
+    """Validate ``options`` once and build the typed request (FieldError naming the field otherwise)."""
+    return PredictRequest(build_scenario_of(options), Workload(build_load(options), keepalive=options.keepalive,
+                                                              tls=options.tls), build_settings(options))
+
+
+def build_scenario_of(options: PredictOptions) -> Scenario:
+    topology = load_topology(options.topology)
+    if options.payload_bytes is not None:
+        _check_int(options.payload_bytes, "payload_bytes", minimum=0)
+        topology = topology.with_payload(options.payload_bytes)
+    mesh = load_mesh(options.mesh)
+    if options.proxy_workers is not None:
+        _check_int(options.proxy_workers, "proxy_workers", minimum=1)
+    if options.proxy_cpu_limit is not None:
+        _check_positive(options.proxy_cpu_limit, "proxy_cpu_limit", "cores")
+    mesh = mesh.with_proxy_overrides(options.proxy_workers, options.proxy_cpu_limit)
+    features = tuple(options.features)
+    if options.scope == "none" and any(not f.startswith("no-") for f in features):
+        raise FieldError("features", f"{', '.join(features)} cannot apply with scope 'none' (nobody has a proxy: the "
+                                     "baseline runs without the mesh and its features)")
+    return build_scenario(topology, mesh, () if options.scope == "none" else features, options.lb, options.scope)
+
+
+def build_load(options: PredictOptions) -> Load:
+    """The load generator's model; options of another load model are refused."""
+    kind = options.load
+    if kind not in LOAD_MODELS:
+        raise FieldError("load", f"unknown load model {kind!r} (known: {', '.join(LOAD_MODELS)})")
+    _refuse_foreign_options(options)
+    connections = options.connections if options.connections is not None else DEFAULT_CONNECTIONS[kind]
+    _check_int(connections, "connections", minimum=1)
+    if kind == "sequential":
+        think = options.think_ms if options.think_ms is not None else DEFAULT_THINK_MS
+        _check_finite(think, "think_ms")
+        if think < 0:
+            raise FieldError("think_ms", f"must be >= 0 ms, got {think:g}")
+        result: Load = SequentialLoad(Deterministic(think * MS), users=connections)
+    elif kind == "fortio":
+        result = FortioLoad(_rate(options), connections, options.uniform, options.jitter, options.nocatchup)
+    else:
+        profile = options.profile
+        if profile is not None:
+            profile.validate()
+            result = OpenLoad(profile.max_rps, connections, profile)
+        else:
+            result = OpenLoad(_rate(options), connections)
+    validate_load(result)
+    return result
+
+
+def _refuse_foreign_options(options: PredictOptions) -> None:
+    kind = options.load
+    given_fortio = [f for f in FORTIO_FLAGS if getattr(options, f)]
+    if kind != "fortio" and given_fortio:
+        raise FieldError(given_fortio[0], f"applies to the fortio load only, not to load {kind!r}")
+    if kind != "sequential" and options.think_ms is not None:
+        raise FieldError("think_ms", f"applies to the sequential load only, not to load {kind!r}")
+    if kind != "open" and options.profile is not None:
+        raise FieldError("profile", f"a rate profile needs the open load (fortio and sequential loads have none), "
+                                    f"not load {kind!r}")
+    if kind == "sequential" and options.rps is not None:
+        raise FieldError("rps", "does not apply to the sequential load: its users and think time set the rate")
+    if options.profile is not None and options.rps is not None:
+        raise FieldError("rps", "give either a rate or a rate profile, not both (the profile sets the rate)")
+
+
+def _rate(options: PredictOptions) -> float:
+    if options.rps is None:
+        raise FieldError("rps", "required (the offered rate in requests per second)")
+    return _check_positive(options.rps, "rps", "requests per second")
+
+
+def build_settings(options: PredictOptions) -> RunSettings:
+    if options.processes is not None:
+        _check_int(options.processes, "processes", minimum=1)
+    for name in ("duration_s", "warmup_s", "precision"):
+        value = getattr(options, name)
+        if value is not None:
+            _check_finite(value, name)
+    settings = RunSettings(duration_s=options.duration_s, warmup_s=options.warmup_s,
+                           replications=options.replications, seed=options.seed, precision=options.precision,
+                           processes=options.processes, saturation_search=options.saturation)
+    settings.validate()
+    return settings
+
+
+def _check_finite(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FieldError(name, f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _check_positive(value: float, name: str, unit: str) -> float:
+    number = _check_finite(value, name)
+    if number <= 0:
+        raise FieldError(name, f"must be > 0 {unit}, got {value:g}")
+    return number
+
+
+def _check_int(value: int, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(name, f"expected a whole number, got {value!r}")
+    if value < minimum:
+        raise FieldError(name, f"must be >= {minimum}, got {value}")
+    return value
