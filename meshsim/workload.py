@@ -122,6 +122,10 @@ class RunSettings:
     processes: int | None = None
     drain_s: float = 5.0
     saturation_search: bool = True  # find the saturation rate (costly: sweeps find it from their curve instead)
+    # Bounded cost (meshsim.sim.cost): a run estimated above max_events station visits is refused before it starts;
+    # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
+    max_events: float = 5e7
+    time_limit_s: float | None = 60.0
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
@@ -136,6 +140,10 @@ class RunSettings:
             raise FieldError("seed", f"must be >= 0, got {self.seed}")
         if self.processes is not None and self.processes < 1:
             raise FieldError("processes", f"must be >= 1, got {self.processes}")
+        if not 0 < self.max_events < math.inf:
+            raise FieldError("max_events", f"must be > 0 and finite, got {self.max_events}")
+        if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
+            raise FieldError("time_limit_s", f"must be > 0 seconds and finite, got {self.time_limit_s}")
 
 
 def validate_load(load: Load) -> None:

@@ -86,3 +86,59 @@ def test_time_limit_rule() -> None:
     assert time_left_for_another_batch(10.0, 20.0, 60.0)
     assert not time_left_for_another_batch(45.0, 20.0, 60.0)
     assert time_left_for_another_batch(1e6, 1e6, None)
+
+
+# -- wired into predict: the CLI refuses with the flag, the time limit stops replications, overload -------------
+
+def predict_cli(capsys, *args: str) -> tuple[int, str, str]:
+    from meshsim.cli import main
+
+    code = main(["predict", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--rps", "1e12"], "--rps"),
+    (["--rps", "100", "--duration", "1e9"], "--duration"),
+    (["--load", "sequential", "--connections", "1000000000"], "--connections"),
+    (["--rps", "100", "--replications", "1000000"], "--replications"),
+])
+def test_predict_refuses_hang_cases_naming_the_flag(capsys, args, flag: str) -> None:
+    started = time.perf_counter()
+    code, _, err = predict_cli(capsys, *args, "--processes", "1")
+    assert time.perf_counter() - started < 2.0
+    assert code == 2 and err.startswith(f"meshsim: error: {flag}: this run would take ") and err.count("\n") == 1
+    assert "above the budget of 5e+07 events (max_events)" in err or "MB of memory" in err
+
+
+def test_max_events_raises_the_budget(capsys) -> None:
+    args = ["--topology", "single", "--mesh", "none", "--rps", "500", "--duration", "1", "--replications", "2",
+            "--processes", "1", "--json"]
+    code, _, err = predict_cli(capsys, *args, "--max-events", "1000")
+    assert code == 2 and "--rps: this run would take" in err and "budget of 1e+03 events" in err
+    code, out, _ = predict_cli(capsys, *args, "--max-events", "1e6")
+    assert code == 0 and __import__("json").loads(out)["replications"] == 2
+
+
+def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
+    args = ["--topology", "single", "--mesh", "none", "--rps", "200", "--duration", "0.5", "--precision", "0.0001",
+            "--processes", "1", "--json", "--time-limit", "0.5"]
+    started = time.perf_counter()
+    code, out, _ = predict_cli(capsys, *args)
+    result = __import__("json").loads(out)
+    assert code == 0 and result["replications"] < 160
+    assert any(w.startswith("time limit 0.5 s reached after") for w in result["warnings"])
+    assert time.perf_counter() - started < 30
+
+
+def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
+    """bookinfo/linkerd at 400 rps (capacity ~50): nothing completes in the window; achieved = capacity."""
+    code, out, err = predict_cli(capsys, "--topology", "bookinfo", "--mesh", "linkerd", "--rps", "400",
+                                 "--replications", "2", "--processes", "1", "--json")
+    assert code == 0, err
+    result = __import__("json").loads(out)
+    assert result["saturated"] is True
+    assert result["achieved_rps"] == pytest.approx(result["saturation_rps"], rel=0.01)
+    assert 40 < result["saturation_rps"] < 60
+    assert any("above the capacity" in w for w in result["warnings"])
