@@ -148,10 +148,8 @@ def _driver(scenario: Scenario, workload: Workload, settings: RunSettings, cost:
     load = workload.load
     if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.processes * KB_PER_PROCESS / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
         return "connections"
-    proxy = scenario.mesh.proxy
-    if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and proxy is not None and proxy.workers * cost.stations > 0 \
-            and cost.stations * KB_PER_STATION / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
-        return "proxy_workers"
+    if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.stations * KB_PER_STATION / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
+        return "proxy_workers" if scenario.meshed else "topology"
     if settings.replications is not None and settings.replications > 100:
         return "replications"
     if isinstance(load, SequentialLoad):
