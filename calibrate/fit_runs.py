@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from meshsim.calibrate.load import load_dependence
 from meshsim.calibrate.measure.dataset import Run, load_runs
@@ -17,8 +18,8 @@ from meshsim.calibrate.fit.decomposition import Decomposition, decompose
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
 METHOD = ("interval-censored maximum likelihood on fortio histogram buckets (raw access-log samples when present); "
           "families lognormal/gamma/Weibull, plain or shifted, and two-component mixtures (body + lognormal tail), "
           "chosen by AIC; proxy passes and feature increments deconvolved by likelihood: the baseline run's "
@@ -165,25 +166,7 @@ def fit_runs(
     say = progress or (lambda _m: None)
     batch = load_runs(run_dirs, progress=say)
     summary = FitSummary(mesh, None, [], errors=list(batch.errors))
-    usable = []
-    for run in batch.runs:
-        if run.status != "ok":
-            why = "; ".join(run.quality.reasons) or f"manifest status {run.manifest.status}"
-            verdict = "FITTED (--include-flagged)" if include_flagged else "not fitted (use --include-flagged)"
-            summary.flagged.append(f"{run.id}: {run.status}: {why} -> {verdict}")
-            if not include_flagged:
-                continue
-        usable.append(run)
-    if not usable:
-        problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
-        raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
-    payload, other_payload = _reference_payload(usable)
-    if other_payload:
-        note = (f"runs at payloads other than {payload} B not used for the passes (the per-KB cost is not fitted): "
-                + ", ".join(r.id for r in other_payload))
-        say(note)
-        summary.notes.append(note)
-        usable = [r for r in usable if r not in other_payload]
+    usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, say)
     ref_rps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
         say(f"reference rate {ref_rps} rps, one connection; {len(other_runs)} other runs (other rates or more "
@@ -195,19 +178,9 @@ def fit_runs(
     decomp = decompose(ref_runs, fams, say)
     replay = load_dependence.wake_runs(usable)
     if other_runs and replay:
-        import tempfile
-
-        from meshsim.calibrate.load.wake_gaps import simulate_gaps
-
         first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_rps, other_runs, [], [],
                           default_features, feature_descriptions, version, description)
-        say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
-        with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
-            gaps = simulate_gaps(first, replay, Path(work), progress=say)
-        load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, extra)
-        if extra.cold is not None:
-            say("fitting the passes again with the reference rate's wake-ups as known parts")
-            decomp = decompose(ref_runs, fams, say, cold=extra.cold)
+        decomp = _with_wakeups(first, decomp, replay, usable, ref_runs, other_runs, extra, fams, say)
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
@@ -220,22 +193,111 @@ def fit_runs(
     if out is not None:
         summary.out = write_model(model, out)
     if (refine or check) and summary.out is not None:
-        import tempfile
-
-        from meshsim.calibrate.fit import sim_check as simcheck
-
-        with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
-            if refine:
-                changes = simcheck.refine(summary.out, ref_runs, summary.out, Path(work), progress=say)
-                summary.notes.append("refined by simulation: pass shift changes (ms) " +
-                                     ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
-            if check:
-                summary.checks = simcheck.simulate_runs(summary.out, ref_runs, Path(work), progress=say)
+        _refine_and_check(summary, summary.out, ref_runs, refine, check, say)
     if report_dir is not None:
         from meshsim.calibrate.fit.fit_report import write_report
 
         summary.report_files = write_report(decomp, Path(report_dir), say)
     return summary
+
+
+def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary) -> list[Run]:
+    """The runs to fit: every ok run, and the flagged ones too with ``include_flagged`` (each flag is reported)."""
+    usable = []
+    for run in runs:
+        if run.status != "ok":
+            why = "; ".join(run.quality.reasons) or f"manifest status {run.manifest.status}"
+            verdict = "FITTED (--include-flagged)" if include_flagged else "not fitted (use --include-flagged)"
+            summary.flagged.append(f"{run.id}: {run.status}: {why} -> {verdict}")
+            if not include_flagged:
+                continue
+        usable.append(run)
+    if not usable:
+        problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
+        raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
+    return usable
+
+
+def _same_payload(usable: list[Run], summary: FitSummary, say: Progress) -> list[Run]:
+    """The runs at the reference payload; the others are noted and left out."""
+    payload, other_payload = _reference_payload(usable)
+    if not other_payload:
+        return usable
+    note = (f"runs at payloads other than {payload} B not used for the passes (the per-KB cost is not fitted): "
+            + ", ".join(r.id for r in other_payload))
+    say(note)
+    summary.notes.append(note)
+    return [r for r in usable if r not in other_payload]
+
+
+def _with_wakeups(first: dict[str, Any], decomp: Decomposition, replay: Sequence[Run], usable: Sequence[Run],
+                  ref_runs: Sequence[Run], other_runs: Sequence[Run], extra: load_dependence.Extra,
+                  fams: Sequence[Family], say: Progress) -> Decomposition:
+    """Replay the sidecar runs with a first model for their workers' idle gaps, fit the load dependence into
+    ``extra``, and fit the passes again when the reference rate's cold wake-ups are known."""
+    from meshsim.calibrate.load.wake_gaps import simulate_gaps
+
+    say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
+    with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
+        gaps = simulate_gaps(first, replay, Path(work), progress=say)
+    load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, extra)
+    if extra.cold is None:
+        return decomp
+    say("fitting the passes again with the reference rate's wake-ups as known parts")
+    return decompose(ref_runs, fams, say, cold=extra.cold)
+
+
+def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,
+                      say: Progress) -> None:
+    """Refine the written model's pass shifts by simulation and/or simulate every reference run with it."""
+    from meshsim.calibrate.fit import sim_check as simcheck
+
+    with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
+        if refine:
+            changes = simcheck.refine(model_file, ref_runs, model_file, Path(work), progress=say)
+            summary.notes.append("refined by simulation: pass shift changes (ms) " +
+                                 ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
+        if check:
+            summary.checks = simcheck.simulate_runs(model_file, ref_runs, Path(work), progress=say)
+
+
+def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: float | None) -> dict[str, Any] | None:
+    """The sidecar proxy's block with its fitted passes (None when no proxy pass was fitted)."""
+    comps = decomp.components
+    if "proxy.inbound_pass" not in comps and "proxy.pass" not in comps:
+        return None
+    proxy = proxy_skeleton(mesh, n_workers, cpu_limit, "workers and cpu_limit from the run manifests; "
+                           "header_bytes and per_kb_ms not identified (one payload size): pass times include "
+                           "the payload of the runs")
+    if "proxy.pass" in comps:
+        spec = _spec(comps["proxy.pass"], decomp.runs_of["proxy.pass"], "one pass of the sidecar proxy")
+        proxy["passes"] = {k: spec for k in ("inbound_request", "inbound_response", "outbound_request",
+                                             "outbound_response")}
+        return proxy
+    spec_in = _spec(comps["proxy.inbound_pass"], decomp.runs_of["proxy.inbound_pass"],
+                    "one pass of the server-side sidecar (request and response passes i.i.d.)")
+    if "proxy.outbound_pass" in comps:
+        spec_out = _spec(comps["proxy.outbound_pass"], decomp.runs_of["proxy.outbound_pass"],
+                         "one pass of the client-side sidecar (request and response passes i.i.d.)")
+    else:
+        spec_out = dict(spec_in, source=spec_in["source"] + " (no both-sidecars run: outbound = inbound)")
+    proxy["passes"] = {"inbound_request": spec_in, "inbound_response": spec_in,
+                       "outbound_request": spec_out, "outbound_response": spec_out}
+    return proxy
+
+
+def _lb_section(mesh: str, decomp: Decomposition, n_workers: int) -> dict[str, Any] | None:
+    """The central proxy-LB's block with its fitted passes (None when no LB pass was fitted)."""
+    if "load_balancer.pass" not in decomp.components:
+        return None
+    spec = _spec(decomp.components["load_balancer.pass"], decomp.runs_of["load_balancer.pass"],
+                 "one pass of the proxy LB")
+    lb = {**proxy_skeleton(mesh, n_workers, None, "fitted proxy-LB passes"), "policy": "round_robin",
+          "passes": {"request": spec, "response": spec}}
+    lb.pop("placement", None)
+    lb.pop("header_bytes", None)
+    lb.pop("per_kb_ms", None)
+    return lb
 
 
 def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
@@ -245,46 +307,20 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
     """The mesh model (schema meshsim/mesh/v1) from a decomposition and what runs at other rates added."""
     notes.extend(decomp.notes)
     comps = decomp.components
-
     limits = {r.manifest.setup.proxy_cpu_limit for r in usable}
     cpu_limit = limits.pop() if len(limits) == 1 else None
     sources = {r.id: r.manifest.provenance for r in usable}
-    proxy = None
-    if "proxy.inbound_pass" in comps or "proxy.pass" in comps:
-        proxy = proxy_skeleton(mesh, n_workers, cpu_limit, "workers and cpu_limit from the run manifests; "
-                               "header_bytes and per_kb_ms not identified (one payload size): pass times include "
-                               "the payload of the runs")
-        if "proxy.pass" in comps:
-            spec = _spec(comps["proxy.pass"], decomp.runs_of["proxy.pass"], "one pass of the sidecar proxy")
-            proxy["passes"] = {k: spec for k in ("inbound_request", "inbound_response", "outbound_request",
-                                                 "outbound_response")}
-        else:
-            spec_in = _spec(comps["proxy.inbound_pass"], decomp.runs_of["proxy.inbound_pass"],
-                            "one pass of the server-side sidecar (request and response passes i.i.d.)")
-            if "proxy.outbound_pass" in comps:
-                spec_out = _spec(comps["proxy.outbound_pass"], decomp.runs_of["proxy.outbound_pass"],
-                                 "one pass of the client-side sidecar (request and response passes i.i.d.)")
-            else:
-                spec_out = dict(spec_in, source=spec_in["source"] + " (no both-sidecars run: outbound = inbound)")
-            proxy["passes"] = {"inbound_request": spec_in, "inbound_response": spec_in,
-                               "outbound_request": spec_out, "outbound_response": spec_out}
-    lb = None
-    if "load_balancer.pass" in comps:
-        spec = _spec(comps["load_balancer.pass"], decomp.runs_of["load_balancer.pass"], "one pass of the proxy LB")
-        lb = {**proxy_skeleton(mesh, n_workers, None, "fitted proxy-LB passes"), "policy": "round_robin",
-              "passes": {"request": spec, "response": spec}}
-        lb.pop("placement", None)
-        lb.pop("header_bytes", None)
-        lb.pop("per_kb_ms", None)
+    proxy = _proxy_section(mesh, decomp, n_workers, cpu_limit)
+    lb = _lb_section(mesh, decomp, n_workers)
     features = _features(decomp, default_features, feature_descriptions or {})
     cpu = load_dependence.cpu(usable, decomp, extra.notes)
     notes.extend(extra.notes)
     if any(n in comps for n in ("proxy.inbound_pass", "proxy.outbound_pass", "load_balancer.pass")):
         notes.append("a proxy's request and response passes are fitted as i.i.d. (end-to-end latencies "
-                             "cannot tell them apart)")
+                     "cannot tell them apart)")
     if not other_runs:
         notes.append(f"all runs at {ref_rps} rps: no load dependence can be fitted; the passes hold "
-                             "whatever wake-up cost that rate implies")
+                     "whatever wake-up cost that rate implies")
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
     fractions = load_dependence.cpu_fractions(cpu, decomp, notes, extra.cpu_without_wake)
@@ -294,7 +330,7 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
             block["source"] = f"{block['source']}; {why}"
         elif block is not None:
             notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
-                                 "(the default 1 treats every pass as CPU work)")
+                         "(the default 1 treats every pass as CPU work)")
     gof = {"baseline": {**decomp.baseline.summary(), "runs": list(decomp.baseline_runs)}}
     gof.update({name: _fit_meta(c, decomp.runs_of[name]) for name, c in comps.items()})
     calibration = {

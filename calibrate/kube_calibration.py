@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from meshsim.calibrate.fit_runs import fit_runs
 from meshsim.calibrate.measure.kube.runner import KubeCalibration, calibrate_kube
+from meshsim.progress import Progress
 
 
-def calibrate_kube_and_fit(model_out: Path | None, progress: Callable[[str], None] | None = None,
+def calibrate_kube_and_fit(model_out: Path | None, progress: Progress | None = None,
                            **kwargs: Any) -> tuple[KubeCalibration, Any]:
     """Run the probe plan (``calibrate_kube``), then fit ``model_out`` from every run of the plan on disk."""
     result = calibrate_kube(**kwargs)

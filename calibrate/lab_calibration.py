@@ -11,13 +11,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from meshsim.errors import FieldError, MeshsimError
 
 from meshsim.calibrate.measure.lab.commands import lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
 from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, LabSpec
+from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
+from meshsim.progress import Progress
 
 PLAN_STAGES: tuple[tuple[str, str], ...] = (
     ("single", "baseline"),
@@ -57,11 +59,17 @@ def plan_probes(rates: Sequence[float], payloads: Sequence[int], duration_s: flo
             for b in payloads for q in rates]
 
 
+def burst_plan(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
+    """Bursts of synchronised requests at the lowest rate: what part of a pass holds its worker."""
+    return [ProbeSettings(rps=min(rates), connections=c, duration_s=duration_s, payload_bytes=payloads[0])
+            for c in BURST_CONNECTIONS]
+
+
 def calibrate_lab(
     mesh: str = DEFAULT_MESH,
     out_dir: Path = DEFAULT_OUT,
     model_out: Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
     *,
     rates: Sequence[float] = DEFAULT_RATES,
     payloads: Sequence[int] = DEFAULT_PAYLOADS,
@@ -70,6 +78,7 @@ def calibrate_lab(
     stages: Sequence[tuple[str, str]] = PLAN_STAGES,
     fit: bool = True,
     batching_probe: bool = True,
+    burst_probes: bool = True,
 ) -> LabCalibration:
     """Run the standard plan (every run stored under ``out_dir``), then fit ``model_out`` from the runs.
 
@@ -77,13 +86,18 @@ def calibrate_lab(
     the top rate. One-connection runs wake an idle worker on every pass, so what a pass costs a worker that never
     sleeps (the CPU floor that sets the saturation rate) cannot be told from the cost of waking it; here most
     passes find their worker busy.
+
+    ``burst_probes``: both sidecars with c = 2, 4, 8 connections firing together (no -uniform) at the lowest rate.
+    The k-th request of a burst on a worker waits for the held part of the passes before it, which one connection
+    never shows: the fitter finds by simulation what fraction of a pass holds the worker.
     """
     if not rates or not payloads:
         raise FieldError("rates", "need at least one rate, and at least one payload size")
     say = progress or (lambda _msg: None)
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)
-    total = len(stages) * len(probes) + int(batching)
+    bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []
+    total = len(stages) * len(probes) + int(batching) + len(bursts)
     say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes = {total} runs of "
         f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
     started = time.monotonic()
@@ -94,6 +108,11 @@ def calibrate_lab(
         results = lab_run(spec, probes, Path(out_dir), progress=lambda msg: say(f"    {msg}"))
         runs.extend(r.folder for r in results)
         say(f"[{index}/{len(stages)}] {mode} done, {len(runs)}/{total} runs, {time.monotonic() - started:.0f} s")
+    if bursts:
+        say(f"burst probes: both sidecars, {workers} workers, c = "
+            f"{'/'.join(str(b.connections) for b in bursts)} firing together at {bursts[0].rps:g} rps ...")
+        spec = LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh)
+        runs.extend(r.folder for r in lab_run(spec, bursts, Path(out_dir), progress=lambda msg: say(f"    {msg}")))
     if batching:
         rps = max(rates)
         say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {rps:g} rps ...")

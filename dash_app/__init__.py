@@ -1,6 +1,6 @@
 """meshsim.dash_app: the what-if app (``meshsim dash``) over the same ``predict`` the CLI uses.
 
-Modules: ``scenarios`` (validated control state), ``sweep`` (cached, budgeted calls into the simulator),
+Modules: ``what_if`` (validated control state), ``sweep`` (cached, budgeted calls into the simulator),
 ``measured`` (run folders to overlay), ``figures`` and ``report`` (pure builders), ``layout``, ``callbacks``
 and ``app`` (the factory ``create_app`` and ``serve``).
 """

@@ -18,7 +18,7 @@ from meshsim.errors import MeshsimError
 from .callbacks import Callbacks, register
 from .layout import build_layout
 from .measured import default_dirs, load_measurements
-from .scenarios import MeshFeatures
+from .what_if import MeshFeatures
 from .sweep import PointSettings, Predictor, Sweeper, TopologyParser
 
 

@@ -19,15 +19,14 @@ from meshsim.errors import MeshsimError
 from . import figures, report
 from .layout import CONTROL_IDS, table
 from .measured import MeasuredSet, matching_runs, validation_rows
-from .scenarios import UPLOADED, Scenario, scenario_from_controls
+from .what_if import UPLOADED, WhatIf, what_if_from_controls
 from .sweep import Sweeper, SweepView
 
 log = logging.getLogger(__name__)
 
 
-
 def controls_dict(values: Sequence[Any], upload_contents: str | None, upload_filename: str | None) -> dict:
-    """The control values (in CONTROL_IDS order) plus the upload, keyed as scenario_from_controls expects."""
+    """The control values (in CONTROL_IDS order) plus the upload, keyed as what_if_from_controls expects."""
     controls = dict(zip(CONTROL_IDS.values(), values))
     controls["upload_contents"] = upload_contents
     controls["upload_filename"] = upload_filename
@@ -42,10 +41,10 @@ class Callbacks:
     meshes: Sequence[str]
     budget_s: float = 1.2  # compute time per request; the page polls until the sweep is complete
 
-    def scenario(self, controls: dict) -> Scenario:
-        scenario = scenario_from_controls(controls, self.topologies, self.meshes, self.sweeper.features.all)
-        self.sweeper.topology(scenario)  # parse an uploaded topology now, so a bad file is reported at once
-        return scenario
+    def what_if(self, controls: dict) -> WhatIf:
+        what_if = what_if_from_controls(controls, self.topologies, self.meshes, self.sweeper.features.all)
+        self.sweeper.topology(what_if)  # parse an uploaded topology now, so a bad file is reported at once
+        return what_if
 
     def _failure(self, message: str, ticks: int) -> tuple:
         return (no_update,) * 5 + (message, no_update, no_update, "stopped: fix the input above", ticks,
@@ -61,9 +60,9 @@ class Callbacks:
         *values, upload_filename = rest
         ticks = n_intervals or 0
         try:
-            scenario = self.scenario(controls_dict(values, upload_contents, upload_filename))
+            scenario = self.what_if(controls_dict(values, upload_contents, upload_filename))
             try:
-                baseline = self.scenario(pinned) if pinned else None
+                baseline = self.what_if(pinned) if pinned else None
             except MeshsimError:
                 baseline = None  # it was valid when pinned; a mesh model removed since then just drops it
             started = time.monotonic()
@@ -76,7 +75,7 @@ class Callbacks:
             log.exception("update callback failed")
             return self._failure(f"internal error: {type(exc).__name__}: {exc} (details in the server log)", ticks)
 
-    def _render(self, scenario: Scenario, baseline: Scenario | None, view: SweepView, ticks: int) -> tuple:
+    def _render(self, scenario: WhatIf, baseline: WhatIf | None, view: SweepView, ticks: int) -> tuple:
         measured = matching_runs(self.measured.runs, scenario, self.sweeper.features)
         cdf_rate = scenario.cdf_rate
         if baseline is None:
@@ -113,7 +112,7 @@ class Callbacks:
             return None, "No baseline pinned."
         controls = controls_dict(values, upload_contents, upload_filename)
         try:
-            scenario = self.scenario(controls)
+            scenario = self.what_if(controls)
         except MeshsimError as exc:
             return no_update, f"Not pinned: {exc}"
         except Exception as exc:  # see update()
@@ -126,7 +125,7 @@ class Callbacks:
         """CSV (or JSON when ``trigger`` is "download-json") of the numbers computed so far; nothing is recomputed."""
         *values, upload_filename = rest
         try:
-            scenario = self.scenario(controls_dict(values, upload_contents, upload_filename))
+            scenario = self.what_if(controls_dict(values, upload_contents, upload_filename))
         except MeshsimError:
             return no_update  # the page already shows why
         view = self.sweeper.view(scenario, None)

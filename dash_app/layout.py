@@ -8,14 +8,14 @@ from typing import Any, Sequence
 from dash import dcc, html
 
 from .measured import MeasuredSet
-from .scenarios import UPLOADED, MeshFeatures
+from .what_if import UPLOADED, MeshFeatures
 
 DEFAULTS: dict[str, Any] = {
     "topology": "chain3", "meshes": ["istio", "linkerd"], "lb": "client", "load": "fortio",
     "connections": 16, "rate_min": 100, "rate_max": None, "cdf_rate": 1000, "payload_bytes": None,
     "proxy_workers": None, "proxy_cpu_limit": None,
 }
-# Control id -> key in the controls dict handed to scenario_from_controls (same order as the callback's States).
+# Control id -> key in the controls dict handed to what_if_from_controls (same order as the callback's States).
 CONTROL_IDS = {
     "topology": "topology", "meshes": "meshes", "features": "features", "features-off": "features_off", "lb": "lb",
     "load": "load",

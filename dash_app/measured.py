@@ -20,7 +20,7 @@ from meshsim.calibrate.measure.fortio_result import read_result as read_fortio
 from meshsim.errors import MeshsimError
 from meshsim.runs import MANIFEST, RunManifest, read_manifest
 
-from .scenarios import MeshFeatures, Scenario
+from .what_if import MeshFeatures, WhatIf
 
 # Which measured path through the proxies corresponds to a predicted mesh with sidecars, per LB mode.
 MESH_PATHS = {"client": ("both-sidecars", "client-lb"), "proxy": ("proxy-lb",)}
@@ -154,7 +154,7 @@ def load_measurements(dirs: Iterable[Path]) -> MeasuredSet:
     return MeasuredSet(runs=tuple(runs), skipped=tuple(skipped), validations=tuple(validations))
 
 
-def matches(run: MeasuredRun, scenario: Scenario, mesh: str, features: MeshFeatures | None = None) -> bool:
+def matches(run: MeasuredRun, scenario: WhatIf, mesh: str, features: MeshFeatures | None = None) -> bool:
     """Does the measured run's setup match the predicted curve of ``mesh`` in ``scenario``?
 
     Topology, mesh, the features active for that mesh, and path must agree; the load generator must be fortio with
@@ -194,7 +194,7 @@ def same_mesh(run: MeasuredRun, mesh: str) -> bool:
             and (run.mesh_version == version or run.mesh_version.startswith(version + ".")))
 
 
-def matching_runs(measured: Sequence[MeasuredRun], scenario: Scenario,
+def matching_runs(measured: Sequence[MeasuredRun], scenario: WhatIf,
                   features: MeshFeatures | None = None) -> dict[str, list[MeasuredRun]]:
     """Measured runs per mesh of the scenario (meshes without a match map to an empty list)."""
     return {mesh: [r for r in measured if matches(r, scenario, mesh, features)] for mesh in scenario.meshes}

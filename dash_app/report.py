@@ -12,7 +12,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from .figures import Curve, saturation
-from .scenarios import Scenario, input_changes
+from .what_if import WhatIf, input_changes
 
 COLUMNS = (
     "mesh", "offered_rps", "achieved_rps", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "p99_ci95_lo_ms",
@@ -55,7 +55,7 @@ def rows_to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     return out.getvalue()
 
 
-def export_json(scenario: Scenario, curves: Mapping[str, Curve]) -> str:
+def export_json(scenario: WhatIf, curves: Mapping[str, Curve]) -> str:
     """Every prediction of the view, complete with the ``inputs`` that determined it."""
     data = {
         "scenario": {k: v for k, v in scenario.describe().items()},
@@ -71,8 +71,8 @@ def _pct(before: float, after: float) -> str:
 
 
 def what_changed(
-    before: Scenario, before_points: Mapping[str, dict | None],
-    after: Scenario, after_points: Mapping[str, dict | None], rate: float,
+    before: WhatIf, before_points: Mapping[str, dict | None],
+    after: WhatIf, after_points: Mapping[str, dict | None], rate: float,
 ) -> list[str]:
     """A short summary, one line per fact: which inputs differ, then per mesh what that did at ``rate``."""
     lines = input_changes(before, after)

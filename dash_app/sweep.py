@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from meshsim.errors import MeshsimError
 from meshsim.request import PredictOptions
 
-from .scenarios import MeshFeatures, Scenario
+from .what_if import MeshFeatures, WhatIf
 
 Predictor = Callable[[PredictOptions], Any]  # meshsim.sim.predict.predict_options, or a wrapper of it
 TopologyParser = Callable[[str, str], Any]  # meshsim.topology.load_topology_text(text, where)
@@ -113,15 +113,15 @@ class Sweeper:
     _latest: "OrderedDict[str, object]" = field(default_factory=OrderedDict, init=False, repr=False)
 
     # -- the cache -------------------------------------------------------------------------------------------
-    def _key(self, scenario: Scenario, mesh: str, rate: float) -> tuple:
+    def _key(self, scenario: WhatIf, mesh: str, rate: float) -> tuple:
         return (scenario.model_key(), mesh, rate, self._searches_saturation(scenario, rate), self.settings)
 
     @staticmethod
-    def _searches_saturation(scenario: Scenario, rate: float) -> bool:
+    def _searches_saturation(scenario: WhatIf, rate: float) -> bool:
         """Only the CDF point of a curve asks the model for the saturation rate (the search is costly)."""
         return rate == nice_rate(scenario.cdf_rate)
 
-    def cached(self, scenario: Scenario, mesh: str, rate: float) -> dict | _Failure | None:
+    def cached(self, scenario: WhatIf, mesh: str, rate: float) -> dict | _Failure | None:
         key = self._key(scenario, mesh, rate)
         with self._lock:
             hit = self._cache.get(key)
@@ -136,7 +136,7 @@ class Sweeper:
             while len(self._cache) > self.max_points:
                 self._cache.popitem(last=False)
 
-    def topology(self, scenario: Scenario) -> Any:
+    def topology(self, scenario: WhatIf) -> Any:
         """The ``topology`` argument for predict: a built-in name, or the parsed upload (ModelError if bad)."""
         if scenario.topology_text is None:
             return scenario.topology
@@ -151,7 +151,7 @@ class Sweeper:
                 self._topologies.popitem(last=False)
         return parsed
 
-    def point(self, scenario: Scenario, mesh: str, rate: float) -> dict | _Failure:
+    def point(self, scenario: WhatIf, mesh: str, rate: float) -> dict | _Failure:
         """One prediction (cached). A user error from the model is cached too, as a failure with its message."""
         key = self._key(scenario, mesh, rate)
         hit = self.cached(scenario, mesh, rate)
@@ -176,7 +176,7 @@ class Sweeper:
         return value
 
     # -- the work plan ---------------------------------------------------------------------------------------
-    def rates(self, scenario: Scenario, mesh: str, points: int | None = None) -> list[float] | None:
+    def rates(self, scenario: WhatIf, mesh: str, points: int | None = None) -> list[float] | None:
         """The curve's rates; None while an automatic range still waits for the first points.
 
         An automatic range is shared by all meshes and ends just past the first saturation among them, so the
@@ -193,9 +193,9 @@ class Sweeper:
             hi = max(AUTO_RANGE_FACTOR * min(estimates, default=10 * lo), 2 * lo)
         return grid(lo, nice_rate(hi), points or self.settings.fine_points)
 
-    def plan(self, scenario: Scenario, baseline: Scenario | None) -> list[tuple[Scenario, str, float]]:
+    def plan(self, scenario: WhatIf, baseline: WhatIf | None) -> list[tuple[WhatIf, str, float]]:
         """Every point the current view needs, most useful first (may grow once the first points are known)."""
-        tasks: list[tuple[Scenario, str, float]] = []
+        tasks: list[tuple[WhatIf, str, float]] = []
         lo = nice_rate(scenario.rate_min)
         tasks += [(scenario, mesh, lo) for mesh in scenario.meshes]
         n_coarse, n_fine = self.settings.coarse_points, self.settings.fine_points
@@ -214,7 +214,7 @@ class Sweeper:
         # Placeholders for the points an automatic range will add, so progress does not jump backwards.
         return unique + [(scenario, "", -1.0)] * (waiting * (n_fine - 1))
 
-    def advance(self, scenario: Scenario, baseline: Scenario | None, budget_s: float,
+    def advance(self, scenario: WhatIf, baseline: WhatIf | None, budget_s: float,
                 client: str | None = None) -> SweepView:
         """Compute missing points, most useful first, while the next one should fit in the budget (at least one).
 
@@ -244,7 +244,7 @@ class Sweeper:
                 break
         return self.view(scenario, baseline)
 
-    def view(self, scenario: Scenario, baseline: Scenario | None) -> SweepView:
+    def view(self, scenario: WhatIf, baseline: WhatIf | None) -> SweepView:
         """What is cached for the scenario, without computing anything."""
         tasks = self.plan(scenario, baseline)
         done = sum(1 for t in tasks if t[2] > 0 and self.cached(*t) is not None)

@@ -24,6 +24,12 @@ def _names(kind: str) -> list[str]:
     return sorted(p.stem for p in _dir(kind).glob("*.yaml"))
 
 
+def chain_length(name: str) -> int | None:
+    """N of a built-in ``chainN`` topology name (``chain7``: 7), None for any other name."""
+    match = _CHAIN.match(name)
+    return int(match.group(1)) if match else None
+
+
 def list_topologies() -> list[str]:
     return _names("topologies") + ["chainN"]
 
@@ -64,9 +70,9 @@ def load_topology(ref: str | Path | Topology) -> Topology:
     path = _builtin_file("topologies", ref)
     if path is not None:
         return _read_builtin(path, "topologies", topology_from_data)
-    match = _CHAIN.match(ref)
-    if match:
-        return chain_topology(load_topology("chain3"), int(match.group(1)))
+    length = chain_length(ref)
+    if length is not None:
+        return chain_topology(load_topology("chain3"), length)
     raise FieldError("topology", f"unknown topology {ref!r} (known: {', '.join(list_topologies())}, or a FILE.yaml)")
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, overload
 
 from meshsim.distributions import (MS, Deterministic, Distribution, Empirical, Exponential, Gamma, LogNormal,
                                    Mixture, Shifted, Sum, Uniform, Weibull)
 from meshsim.errors import ModelError
+from meshsim.yamlio import Section
 
 _META_KEYS = ("source", "fit", "note")
 
@@ -138,6 +139,24 @@ def parse_distribution(spec: Any, where: str) -> Distribution:
         if shift > 0:
             dist = Shifted(dist, shift)
     return dist
+
+
+@overload
+def distribution_at(section: Section, name: str, required: Literal[True] = True) -> Distribution: ...
+
+
+@overload
+def distribution_at(section: Section, name: str, required: bool) -> Distribution | None: ...
+
+
+def distribution_at(section: Section, name: str, required: bool = True) -> Distribution | None:
+    """The distribution under key ``name`` of a YAML section; a missing key is an error naming it when
+    ``required``, else None."""
+    if not section.has(name):
+        if required:
+            raise ModelError(f"{section.key(name)}: missing")
+        return None
+    return parse_distribution(section.data[name], section.key(name))
 
 
 def spec_with_meta(dist: Distribution, **meta: Any) -> dict[str, Any]:

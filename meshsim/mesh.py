@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from meshsim.distributions import MS, Distribution
-from meshsim.distribution_spec import parse_distribution
+from meshsim.distribution_spec import distribution_at, parse_distribution
 from meshsim.errors import FieldError, ModelError
-from meshsim.limits import MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, MAX_CORES, check_finite
+from meshsim.limits import MAX_CORES, MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, check_finite
 from meshsim.wakeup import WakeUp, parse_wakeup
-from meshsim.yamlio import Section, content_hash, parse_yaml_text
+from meshsim.yamlio import Section
 
 SCHEMA = "meshsim/mesh/v1"
 PASS_KINDS = ("inbound_request", "inbound_response", "outbound_request", "outbound_response")
@@ -118,14 +118,6 @@ _META = ("source", "note", "fit", "description")
 MAX_PER_KB_MS = 1000.0
 
 
-def _dist(s: Section, name: str, required: bool = True) -> Distribution | None:
-    if not s.has(name):
-        if required:
-            raise ModelError(f"{s.key(name)}: missing")
-        return None
-    return parse_distribution(s.data[name], s.key(name))
-
-
 def _memory(s: Section | None) -> Memory:
     if s is None:
         return Memory()
@@ -146,10 +138,10 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     passes_sec = s.section("passes")
     assert passes_sec is not None
     passes_sec.reject_unknown((*pass_kinds, *_META))
-    passes = {k: _dist(passes_sec, k) for k in pass_kinds}
+    passes = {k: distribution_at(passes_sec, k) for k in pass_kinds}
     return ProxyModel(
         kind=s.string("kind", "envoy"),
-        passes=passes,  # type: ignore[arg-type]
+        passes=passes,
         workers=s.integer("workers", 2, maximum=MAX_WORKERS),
         dispatch=s.choice("dispatch", DISPATCH, "pinned"),
         placement=s.choice("placement", PLACEMENT, "sidecar"),
@@ -157,7 +149,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         cpu_limit=_cpu_limit(s),
         header_bytes=s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
         per_kb=s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
-        post_response=_dist(s, "post_response", required=False),
+        post_response=distribution_at(s, "post_response", required=False),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         memory=_memory(s.section("memory", required=False)),
         policy=s.choice("policy", LB_POLICIES, "round_robin"),
@@ -184,12 +176,12 @@ def _feature(name: str, s: Section) -> Feature:
     hs = s.section("handshake", required=False)
     if hs is not None:
         hs.reject_unknown(("cpu", "round_trips", *_META))
-        handshake = Handshake(_dist(hs, "cpu"), hs.integer("round_trips", 1, minimum=0, maximum=100))  # type: ignore[arg-type]
+        handshake = Handshake(distribution_at(hs, "cpu"), hs.integer("round_trips", 1, minimum=0, maximum=100))
     collector = None
     cs = s.section("collector", required=False)
     if cs is not None:
         cs.reject_unknown(("workers", "service", *_META))
-        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), _dist(cs, "service"))  # type: ignore[arg-type]
+        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"))
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
@@ -198,7 +190,7 @@ def _feature(name: str, s: Section) -> Feature:
         raise ModelError(f"{s.key('default')}: expected true or false, got {default!r}")
     return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
                    s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
-                   handshake, _dist(s, "post_response", required=False), collector, sampling,
+                   handshake, distribution_at(s, "post_response", required=False), collector, sampling,
                    s.get("description", ""))
 
 
@@ -232,7 +224,3 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
         origin=where,
         content_hash=digest,
     )
-
-
-def load_mesh_text(text: str, where: str = "<uploaded mesh model>") -> MeshModel:
-    return mesh_from_data(parse_yaml_text(text, where), where, content_hash(text))

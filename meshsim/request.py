@@ -25,7 +25,7 @@ from meshsim.workload import (FortioLoad, Load, OpenLoad, RateProfile, RunSettin
                               validate_load)
 
 LOAD_MODELS = ("open", "fortio", "sequential")
-FORTIO_FLAGS = ("uniform", "jitter", "nocatchup")
+FORTIO_FLAGS = ("uniform", "jitter", "nocatchup", "fortio_version", "fortio_warmup")
 DEFAULT_CONNECTIONS = {"open": 1000, "fortio": 8, "sequential": 1}
 DEFAULT_THINK_MS = 50.0
 
@@ -45,6 +45,8 @@ class PredictOptions:
     uniform: bool = False
     jitter: bool = False
     nocatchup: bool = False
+    fortio_version: str | None = None  # fortio load: the version whose warm-up to reproduce (default 1.68.2)
+    fortio_warmup: str | None = None  # fortio load: parallel | sequential | none (default: the version's)
     think_ms: float | None = None
     profile: RateProfile | None = None
     keepalive: bool = True
@@ -114,7 +116,9 @@ def build_load(options: PredictOptions) -> Load:
             raise FieldError("think_ms", f"must be >= 0 ms, got {think:g}")
         result: Load = SequentialLoad(Deterministic(think * MS), users=connections)
     elif kind == "fortio":
-        result = FortioLoad(_rate(options), connections, options.uniform, options.jitter, options.nocatchup)
+        result = FortioLoad(_rate(options), connections, options.uniform, options.jitter, options.nocatchup,
+                            **({"version": options.fortio_version} if options.fortio_version else {}),
+                            warmup=options.fortio_warmup)
     else:
         profile = options.profile
         if profile is not None:

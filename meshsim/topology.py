@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Union
 
 from meshsim.distributions import Distribution
-from meshsim.distribution_spec import parse_distribution
+from meshsim.distribution_spec import distribution_at, parse_distribution
 from meshsim.errors import FieldError, ModelError
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
 from meshsim.wakeup import WakeUp, parse_wakeup
@@ -131,14 +131,6 @@ class Topology:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _dist(section: Section, name: str, required: bool = True) -> Distribution | None:
-    if not section.has(name):
-        if required:
-            raise ModelError(f"{section.key(name)}: missing")
-        return None
-    return parse_distribution(section.data[name], section.key(name))
-
-
 def _step(raw: Any, where: str) -> Step:
     s = Section(raw, where)
     kinds = [k for k in ("compute", "call", "parallel", "choose") if k in s.data]
@@ -191,14 +183,14 @@ def _network(s: Section) -> Network:
         e = Section(raw, f"{s.key('edge')}[{i}]")
         e.reject_unknown(("name", "latency", "workers", "service", "source", "note"))
         workers = e.integer("workers", maximum=MAX_WORKERS) if e.has("workers") else None
-        service = _dist(e, "service", required=workers is not None)
-        edge.append(EdgeHop(e.string("name"), _dist(e, "latency"), workers, service))  # type: ignore[arg-type]
+        service = distribution_at(e, "service", required=workers is not None)
+        edge.append(EdgeHop(e.string("name"), distribution_at(e, "latency"), workers, service))
     return Network(
-        loopback=_dist(s, "loopback"),  # type: ignore[arg-type]
-        same_node=_dist(s, "same_node"),  # type: ignore[arg-type]
-        cross_node=_dist(s, "cross_node"),  # type: ignore[arg-type]
+        loopback=distribution_at(s, "loopback"),
+        same_node=distribution_at(s, "same_node"),
+        cross_node=distribution_at(s, "cross_node"),
         bandwidth_bps=s.number("bandwidth_gbps", strictly_positive=True, maximum=MAX_BANDWIDTH_GBPS) * 1e9,
-        client_rtt=_dist(s, "client_rtt", required=False),
+        client_rtt=distribution_at(s, "client_rtt", required=False),
         edge=tuple(edge),
     )
 
@@ -256,7 +248,7 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
     client = Client()
     if client_sec is not None:
         client_sec.reject_unknown(("overhead", "node", "request_bytes", "source", "note"))
-        client = Client(_dist(client_sec, "overhead", required=False), client_sec.string("node", "client"),
+        client = Client(distribution_at(client_sec, "overhead", required=False), client_sec.string("node", "client"),
                         client_sec.integer("request_bytes", 100, minimum=0))
     network = _network(top.section("network"))  # type: ignore[arg-type]
     node_cores: dict[str, float] = {}

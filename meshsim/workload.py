@@ -8,8 +8,7 @@ from typing import Union
 
 from meshsim.distributions import Distribution
 from meshsim.errors import FieldError
-
-PROFILE_KINDS = ("constant", "ramp", "steps")
+from meshsim.fortio_warmup import DEFAULT_VERSION, warmup_mode
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,10 @@ class FortioLoad:
     """fortio's closed loop: ``connections`` threads, one request at a time each, paced at rps/c.
 
     ``uniform`` staggers thread starts, ``jitter`` adds +-10 % to each sleep, ``nocatchup`` skips late requests;
-    latency is timed from the actual send (fortio periodic.go v1.68.2).
+    latency is timed from the actual send (fortio periodic.go v1.68.2). Before the timed run each connection makes
+    one untimed warm-up call, in parallel or one after another as fortio ``version`` does (meshsim/fortio_warmup.py);
+    ``warmup`` None = that version's default, else ``parallel``, ``sequential`` (-sequential-warmup) or ``none``
+    (-exactly runs).
     """
 
     rps: float
@@ -81,6 +83,12 @@ class FortioLoad:
     uniform: bool = False
     jitter: bool = False
     nocatchup: bool = False
+    version: str = DEFAULT_VERSION  # the fortio the lab pins
+    warmup: str | None = None
+
+    @property
+    def warmup_mode(self) -> str:
+        return warmup_mode(self.version, self.warmup)
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ def validate_load(load: Load) -> None:
             raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
         if load.connections < 1:
             raise FieldError("connections", f"must be >= 1, got {load.connections}")
+        warmup_mode(load.version, load.warmup)
     elif load.users < 1:
         raise FieldError("connections", f"sequential users must be >= 1, got {load.users}")
     elif not 0 <= load.think.mean < math.inf:

@@ -55,6 +55,7 @@ class ProxyInstance:
     uniform: Sampler
     binding: dict[int, int] = field(default_factory=dict)
     _next_worker: int = 0
+    delayed: float = 0.0  # recorded pass time that did not hold a worker (kernel path, scheduling), summed
 
     @property
     def connections(self) -> int:
@@ -91,6 +92,8 @@ class ProxyInstance:
         cpu = work * self.model.cpu_fraction
         # the worker computes `cpu`; the rest of the pass is delay that does not hold it
         departure = self.station.serve(now, cpu, self.worker_for(conn), post) + (work - cpu)
+        if self.station.recording:
+            self.delayed += work - cpu
         if last:
             for export in self.exports:
                 if export.sampling >= 1.0 or self.uniform() < export.sampling:
@@ -164,7 +167,18 @@ def build_app(service: Service, replica: int, node: str, streams: Streams) -> Ap
 
 
 class NetworkDelays:
-    """One-way hop delays: propagation (by placement) plus transfer time of the bytes at the link bandwidth."""
+    """One-way hop delays: propagation (by placement) plus transfer time of the bytes at the link bandwidth.
+
+    While ``recording``, ``total`` sums every delay handed out (the network's part of a prediction's time breakdown).
+    """
+
+    recording = False
+    total = 0.0
+
+    def _add(self, delay: float) -> float:
+        if self.recording:
+            self.total += delay
+        return delay
 
     def __init__(self, network: Network, client_node: str, streams: Streams) -> None:
         self.bandwidth = network.bandwidth_bps
@@ -175,15 +189,15 @@ class NetworkDelays:
         self._client = streams.sampler("net:client-rtt", network.client_rtt) if network.client_rtt else None
 
     def loopback(self) -> float:
-        return self._loopback()
+        return self._add(self._loopback())
 
     def hop(self, src: str, dst: str, nbytes: int) -> float:
         transfer = nbytes * 8.0 / self.bandwidth
         if self._client is not None and self.client_node in (src, dst):
-            return 0.5 * self._client() + transfer
-        return (self._same() if src == dst else self._cross()) + transfer
+            return self._add(0.5 * self._client() + transfer)
+        return self._add((self._same() if src == dst else self._cross()) + transfer)
 
     def round_trip(self, src: str, dst: str) -> float:
         if self._client is not None and self.client_node in (src, dst):
-            return self._client()
+            return self._add(self._client())
         return self.hop(src, dst, 0) + self.hop(dst, src, 0)

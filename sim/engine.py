@@ -16,7 +16,10 @@ from meshsim.sim.system import System
 
 @dataclass(frozen=True)
 class Horizon:
-    """Simulated time: load for ``duration`` s, measure from ``warmup`` s, let stragglers finish for ``drain`` s."""
+    """Simulated time: load for ``duration`` s, measure from ``warmup`` s, let stragglers finish for ``drain`` s.
+
+    Times count from the start of the load's timed run: fortio's warm-up calls come before it, outside the horizon.
+    """
 
     duration: float
     warmup: float = 0.0
@@ -48,6 +51,8 @@ class ReplicationResult:
     usage: dict[str, ComponentUsage] = field(default_factory=dict)
     busy_window: float = 1.0
     sim_time: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> seconds per measured request
+    load_start: float = 0.0  # when the timed run began: fortio's warm-up calls come before, unmeasured
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -59,43 +64,55 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     if observe_gaps:
         for _, station, _ in system.stations():
             station.idle_gaps = []
-    starts: list[float] = []
     latencies: list[float] = []
     warmup = horizon.warmup
+    measure_from = [warmup]
     finished = [0]
 
     def record(sent: float, latency: float) -> None:
         finished[0] += 1
-        if sent >= warmup:
-            starts.append(sent)
+        if sent >= measure_from[0]:
             latencies.append(latency)
 
     trace = LoadTrace()
+    opened = env.event()
+
+    def open_window() -> None:
+        """The load's timed run starts now (fortio: after its warm-up calls, which are not measured)."""
+        measure_from[0] = env.now + warmup
+        if warmup == 0:
+            system.set_recording(True)  # before the first timed call books any work
+        opened.succeed()
+
     load = workload.load
     if isinstance(load, FortioLoad):
-        fortio_threads(env, system, load, horizon.duration, record, streams, trace)
-    elif isinstance(load, OpenLoad):
-        open_arrivals(env, system, load, horizon.duration, record, streams, trace)
-    elif isinstance(load, SequentialLoad):
-        sequential_users(env, system, load, horizon.duration, record, streams, trace)
-    else:  # pragma: no cover - the workload types are closed
-        raise TypeError(f"unknown load {load!r}")
+        fortio_threads(env, system, load, horizon.duration, record, streams, trace, open_window)
+        env.run(until=opened)
+    else:
+        open_window()
+        if isinstance(load, OpenLoad):
+            open_arrivals(env, system, load, horizon.duration, record, streams, trace)
+        elif isinstance(load, SequentialLoad):
+            sequential_users(env, system, load, horizon.duration, record, streams, trace)
+        else:  # pragma: no cover - the workload types are closed
+            raise TypeError(f"unknown load {load!r}")
 
+    origin = trace.origin  # the load's own times (duration, warm-up cut) count from here
     if warmup > 0:
-        env.run(until=warmup)
+        env.run(until=origin + warmup)
     system.set_recording(True)
-    started_before = trace.started
-    env.run(until=horizon.duration)
+    started_before = trace.started if warmup > 0 else 0
+    env.run(until=origin + horizon.duration)
     started_in_window = trace.started - started_before
     system.set_recording(False)
-    env.run(until=horizon.duration + horizon.drain)
+    env.run(until=origin + horizon.duration + horizon.drain)
 
     # fortio reports calls / elapsed where elapsed ends when its last thread ends; open loads use the window
-    end = max(trace.ends) if isinstance(load, FortioLoad) and trace.ends else horizon.duration
-    window = max(end - warmup, 1e-12)
+    end = max(trace.ends) if isinstance(load, FortioLoad) and trace.ends else origin + horizon.duration
+    window = max(end - origin - warmup, 1e-12)
     measured = len(latencies)
     achieved = measured / window
-    busy_window = max(min(horizon.duration, end) - warmup, 1e-12)
+    busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
     return ReplicationResult(
         latencies=np.asarray(latencies),
         window=window,
@@ -106,7 +123,30 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         usage=_usage(system, busy_window),
         busy_window=busy_window,
         sim_time=env.now,
+        breakdown=time_breakdown(system, started_in_window),
+        load_start=origin,
     )
+
+
+BREAKDOWN_KEYS = ("proxy work", "proxy delay (worker free)", "proxy worker queueing", "wake-ups", "app work",
+                  "app queueing", "node CPU and quota waits", "network")
+
+
+def time_breakdown(system: System, requests: int) -> dict[str, float]:
+    """Where the requests' time went, in seconds per request: every station visit and hop booked inside the window,
+    over the ``requests`` started in it (a request's later visits may fall after the window: an edge effect of
+    latency / window). With fork/join the parts overlap in time, so they may add up to more than the mean latency."""
+    parts = dict.fromkeys(BREAKDOWN_KEYS, 0.0)
+    for _, station, proxy in system.stations():
+        kind = "proxy" if proxy is not None else "app"
+        parts[f"{kind} work"] += station.worked
+        parts["proxy worker queueing" if proxy is not None else "app queueing"] += station.waited
+        parts["wake-ups"] += station.woke
+        parts["node CPU and quota waits"] += station.cpu_waited
+        if proxy is not None:
+            parts["proxy delay (worker free)"] += proxy.delayed
+    parts["network"] = system.net.total
+    return {k: v / max(requests, 1) for k, v in parts.items()}
 
 
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:

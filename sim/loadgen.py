@@ -3,7 +3,9 @@
 - :func:`fortio_threads`: fortio's periodic runner (periodic.go, v1.68.2) line by line: per-thread call budget
   ``int(rps*duration)/c``, pacing target ``(i + i/(n-1)) / (rps/c)`` from the thread's start, ``-uniform``
   start offsets ``id/rps``, ``-jitter`` +-10 % of each sleep, catch-up (no sleep when late) unless ``-nocatchup``
-  (late iterations skipped), latency timed from the actual send.
+  (late iterations skipped), latency timed from the actual send. Before that, fortio's warm-up (httprunner.go
+  ``RunHTTPTest``): one untimed, uncounted call per thread, all at once or one after another as the fortio
+  version does (meshsim/fortio_warmup.py); the timed run of every thread starts when the last one is back.
 - :func:`open_arrivals`: Poisson arrivals, optionally with a time-varying rate (thinning), latency from the
   intended start (wrk2 / Nighthawk).
 - :func:`sequential_users`: request, wait for the answer, think, repeat (the Bookinfo seed's 50 ms client).
@@ -14,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import numpy as np
 import simpy
 
+from meshsim.distributions import Exponential
 from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad
 from meshsim.sim.streams import Sampler, Streams
 from meshsim.sim.system import Process, System
@@ -44,20 +46,41 @@ class FortioPlan:
 
 @dataclass
 class LoadTrace:
-    """Per-thread end times (fortio's elapsed) and how many requests were started."""
+    """Per-thread end times (fortio's elapsed), how many timed requests were started, and when the timed run began.
+
+    ``origin`` is 0 except for fortio, whose timed run starts after its warm-up calls.
+    """
 
     ends: list[float] = field(default_factory=list)
     started: int = 0
+    origin: float = 0.0
 
 
 def fortio_threads(env: simpy.Environment, system: System, load: FortioLoad, duration: float, record: Record,
-                   streams: Streams, trace: LoadTrace) -> FortioPlan:
+                   streams: Streams, trace: LoadTrace, on_start: Callable[[], None] | None = None) -> FortioPlan:
+    """Start fortio: warm-up calls, then ``on_start()`` and the timed threads, all at the time the warm-up ends."""
     plan = FortioPlan.of(load, duration)
-    per_thread_rps = load.rps / plan.threads
     jitter = streams.uniforms("fortio:jitter") if load.jitter else None
+    env.process(_fortio_run(env, system, plan, duration, load, record, jitter, trace, on_start))
+    return plan
+
+
+def _fortio_run(env: simpy.Environment, system: System, plan: FortioPlan, duration: float, load: FortioLoad,
+                record: Record, jitter: Sampler | None, trace: LoadTrace, on_start: Callable[[], None] | None
+                ) -> Process:
+    """RunHTTPTest: each thread's warm-up call (not recorded), then periodicRunner.Run with one shared start."""
+    mode = load.warmup_mode
+    if mode == "parallel":  # one goroutine per thread, errgroup.Wait() before Run()
+        yield env.all_of([env.process(system.client_request(tid)) for tid in range(plan.threads)])
+    elif mode == "sequential":  # the fetch inside the loop that builds each thread's client
+        for tid in range(plan.threads):
+            yield from system.client_request(tid)
+    trace.origin = env.now
+    if on_start is not None:
+        on_start()  # before any timed call is booked
+    per_thread_rps = load.rps / plan.threads
     for tid in range(plan.threads):
         env.process(_fortio_thread(env, system, tid, plan, per_thread_rps, duration, load, record, jitter, trace))
-    return plan
 
 
 def _fortio_thread(env: simpy.Environment, system: System, tid: int, plan: FortioPlan, per_thread_rps: float,
@@ -106,11 +129,10 @@ def open_arrivals(env: simpy.Environment, system: System, load: OpenLoad, end: f
 
 def _open(env: simpy.Environment, system: System, load: OpenLoad, end: float, record: Record, streams: Streams,
           trace: LoadTrace) -> Process:
-    rng = streams.rng("arrivals")
     accept = streams.uniforms("arrivals:thinning")
     conns = streams.rng("arrivals:connection")
     peak = load.profile.max_rps if load.profile is not None else load.rps
-    gaps = _ExpBatch(rng, 1.0 / peak)
+    gaps = streams.sampler("arrivals", Exponential(1.0 / peak))  # Poisson arrivals at the peak rate
     while True:
         yield env.timeout(gaps())
         if env.now >= end:
@@ -144,17 +166,3 @@ def _user(env: simpy.Environment, system: System, user: int, end: float, think: 
         record(sent, env.now - sent)
         yield env.timeout(think())
     trace.ends.append(env.now)
-
-
-class _ExpBatch:
-    __slots__ = ("_rng", "_mean", "_buf", "_i")
-
-    def __init__(self, rng: np.random.Generator, mean: float) -> None:
-        self._rng, self._mean, self._buf, self._i = rng, mean, [], 0
-
-    def __call__(self) -> float:
-        if self._i >= len(self._buf):
-            self._buf = self._rng.exponential(self._mean, 4096).tolist()
-            self._i = 0
-        self._i += 1
-        return self._buf[self._i - 1]

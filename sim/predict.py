@@ -12,9 +12,9 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,16 +22,16 @@ from meshsim import __version__
 from meshsim.distributions import MS
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
+from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
-from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
+from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 
 ENGINE = "simpy-fcfs/1"
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Prediction:
     inputs: dict[str, Any]
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> mean seconds per request
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -73,6 +74,7 @@ class Prediction:
             "replications": self.replications,
             "requests": self.requests,
             "latency_cdf_ms": {"q": self.cdf_levels, "ms": [ms(v) for v in self.cdf_seconds]},
+            "time_breakdown_ms": {k: round(v / MS, 6) for k, v in self.breakdown.items()},
             "warnings": list(self.warnings),
             "wall_s": round(self.wall_s, 3),
             "inputs": self.inputs,
@@ -133,7 +135,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     started = time.perf_counter()
     horizon = horizon_for(workload.load, settings)
     cost = check_budget(scenario, workload, settings, horizon, settings.max_events)
-    if progress and cost.events > 2e6:  # a run of more than a few seconds says what it is about to do
+    if progress and cost.events > 1e5:  # above ~2-3 s of one core (sim/cost.py) a run says what it is about to do
         progress(f"estimated cost: {cost.summary()}")
     processes = settings.processes or min(os.cpu_count() or 1, 8)
     target = settings.replications
@@ -214,9 +216,11 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
                         f"achieved rps reports the capacity (the window completed {achieved.value:.0f} rps)")
         achieved = Estimate(saturation, float("nan"), float("nan"))
     inputs = _inputs(scenario, workload, settings, horizon, len(results))
+    breakdown = {k: float(np.mean([r.breakdown.get(k, 0.0) for r in results])) for k in BREAKDOWN_KEYS} \
+        if results else {}
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, breakdown)
 
 
 # -- saturation ----------------------------------------------------------------------------------------------------

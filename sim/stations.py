@@ -70,6 +70,12 @@ class Station:
     jobs: int = 0
     cold_wakes: int = 0
     recording: bool = False
+    # where the time of recorded jobs went (seconds, summed): waiting for a worker, waking it, the job's own work,
+    # and waiting for the node's cores or the CPU quota while running (the time-breakdown of a prediction)
+    waited: float = 0.0
+    woke: float = 0.0
+    worked: float = 0.0
+    cpu_waited: float = 0.0
     idle_gaps: list[float] | None = None  # when a list: each recorded job's idle gap of its worker (0 = busy)
 
     def __post_init__(self) -> None:
@@ -96,31 +102,45 @@ class Station:
 
     def serve(self, now: float, work: float, server: int | None = None, post: float = 0.0) -> float:
         """Book a job arriving at ``now``; return when its response leaves (``post`` keeps the worker busy after)."""
+        start, finish, wake = self._book(now, work, server, post)
+        if self.recording:
+            self.waited += start - wake[0] - now
+            self.woke += wake[0] + wake[1]
+            self.worked += work
+            self.cpu_waited += finish - start - work - wake[1]
+        return finish
+
+    def _book(self, now: float, work: float, server: int | None, post: float
+              ) -> tuple[float, float, tuple[float, float]]:
+        """(start, finish, (wake delay, wake CPU)) of a job; the worker stays busy until finish + post."""
         if server is None:
             server = 0 if self.servers == 1 else self._pick(now)
         free = self.free_at[server]
         start = now if free <= now else free
         if self.idle_gaps is not None and self.recording:
             self.idle_gaps.append(now - free if free < now else 0.0)
+        wake_delay = wake_cpu = 0.0
         wake = self.wakeup
         if wake is not None and free < now:
-            work += wake.resume_cpu  # switched back in from epoll_wait
+            wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
             if self._draw() < wake.probability(now - free):
-                start += wake.delay  # exit latency: the thread is not running yet, not CPU
-                work += wake.cpu  # the cold start itself runs on the worker
+                wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
+                wake_cpu += wake.cpu  # the cold start itself runs on the worker
                 if self.recording:
                     self.cold_wakes += 1
+        start += wake_delay
+        held = work + wake_cpu
         if self.quota is None and self.node is None:
-            finish = start + work
+            finish = start + held
             released = finish + post
         else:
-            finish = self._run(start, work)
+            finish = self._run(start, held)
             released = self._run(finish, post) if post > 0 else finish
         self.free_at[server] = released
         if self.recording:
-            self.busy[server] += work + post
+            self.busy[server] += held + post
             self.jobs += 1
-        return finish
+        return start, finish, (wake_delay, wake_cpu)
 
     def _draw(self) -> float:
         assert self.wake_draw is not None  # checked in __post_init__
@@ -131,5 +151,5 @@ class Station:
         return max(q.run(start, work) for q in (self.quota, self.node) if q is not None)
 
     def add_background(self, now: float, work: float, server: int | None = None) -> None:
-        """Work not on any request's path (span export to a collector)."""
-        self.serve(now, 0.0, server, post=work)
+        """Work not on any request's path (span export to a collector): busy time, no part of a latency."""
+        self._book(now, 0.0, server, work)

@@ -9,13 +9,13 @@ way; Envoy's request and response passes of one connection land on the same work
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generator
+from typing import Generator
 
 import simpy
 
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel
+from meshsim.topology import Call, Choose, Compute, Parallel, Service
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
@@ -42,6 +42,7 @@ class System:
         self.streams = streams
         topo, mesh = scenario.topology, scenario.mesh
         features: list[Feature] = [mesh.features[name] for name in scenario.features]
+        self.features = features
         self.net = NetworkDelays(topo.network, topo.client.node, streams)
         self.collectors: dict[str, Station] = {}
         for f in features:
@@ -52,50 +53,18 @@ class System:
         self.header_bytes = (proxy.header_bytes + sum(f.header_bytes for f in features)) if proxy else 0
         self.mtls = any(f.handshake is not None for f in features)
         self.node_proxies: dict[str, ProxyInstance] = {}
-
-        def proxy_for(component: str, instance: str, node: str) -> ProxyInstance:
-            assert proxy is not None
-            return build_proxy(component, instance, proxy, features, node, streams, PASS_KINDS, self.collectors)
-
-        def outbound_for(component: str, instance: str, node: str) -> ProxyInstance | None:
-            if proxy is None:
-                return None
-            if proxy.placement == "node":  # one shared proxy per node (Traefik Mesh)
-                if node not in self.node_proxies:
-                    self.node_proxies[node] = proxy_for(f"node-proxy:{node}", f"node-proxy:{node}", node)
-                return self.node_proxies[node]
-            return proxy_for(component, instance, node)
-
         self.apps: dict[str, list[AppReplica]] = {}
         self.callers: dict[str, Caller] = {}
         for name, svc in topo.services.items():
-            replicas = []
-            for r in range(svc.replicas):
-                # replicas without a declared node each get a node of their own
-                node = topo.node_of(name) if svc.replicas == 1 or svc.node else f"{topo.node_of(name)}-{r}"
-                app = build_app(svc, r, node, streams)
-                if proxy is not None and proxy.placement == "sidecar":
-                    app.sidecar = proxy_for(f"{name}/sidecar", f"{name}/sidecar#{r}", node)
-                outbound = app.sidecar
-                if outbound is None and svc.callees():
-                    outbound = outbound_for("", "", node)
-                self.callers[app.instance] = Caller(app.instance, node, outbound)
-                replicas.append(app)
-            self.apps[name] = replicas
+            self.apps[name] = [self._app(name, svc, r) for r in range(svc.replicas)]
         client_out = None
         if proxy is not None and scenario.scope == "both":
-            client_out = outbound_for("client/sidecar", "client/sidecar#0", topo.client.node)
+            client_out = self._outbound_for("client/sidecar", "client/sidecar#0", topo.client.node)
         self.client = Caller("client", topo.client.node, client_out)
         self.lbs: dict[str, ProxyInstance] = {}
         self.lb_balancers: dict[str, Balancer] = {}
         if scenario.lb == "proxy":
-            lb_model = mesh.load_balancer
-            assert lb_model is not None
-            for name in topo.services:
-                instance = f"lb:{name}"
-                self.lbs[name] = build_proxy(instance, instance, lb_model, [], f"lb-node:{name}", streams,
-                                             LB_PASS_KINDS, self.collectors)
-                self.lb_balancers[name] = self._balancer(lb_model.policy, name, instance)
+            self._build_load_balancers()
         # A meshed caller balances in its proxy; without a mesh the client library does (mesh `none` says how);
         # a bypassed mesh (baseline scope) leaves it to kube-proxy, which picks at random.
         self.client_policy = mesh.client_lb_policy if scenario.meshed or mesh.proxy is None else "random"
@@ -108,6 +77,54 @@ class System:
                        streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
                       for hop in topo.network.edge]
         self.tls_sessions: set[tuple[int, str, str]] = set()
+        self._share_node_cpu()
+        self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
+
+    # -- wiring helpers ------------------------------------------------------------------------------------------
+
+    def _proxy_for(self, component: str, instance: str, node: str) -> ProxyInstance:
+        assert self.proxy_model is not None
+        return build_proxy(component, instance, self.proxy_model, self.features, node, self.streams, PASS_KINDS,
+                           self.collectors)
+
+    def _outbound_for(self, component: str, instance: str, node: str) -> ProxyInstance | None:
+        """The proxy a caller on ``node`` sends through when it has no sidecar of its own (None without a mesh)."""
+        proxy = self.proxy_model
+        if proxy is None:
+            return None
+        if proxy.placement == "node":  # one shared proxy per node (Traefik Mesh)
+            if node not in self.node_proxies:
+                self.node_proxies[node] = self._proxy_for(f"node-proxy:{node}", f"node-proxy:{node}", node)
+            return self.node_proxies[node]
+        return self._proxy_for(component, instance, node)
+
+    def _app(self, name: str, svc: Service, r: int) -> AppReplica:
+        """Replica ``r`` of service ``name`` with its sidecar, registered as a caller."""
+        topo = self.scenario.topology
+        # replicas without a declared node each get a node of their own
+        node = topo.node_of(name) if svc.replicas == 1 or svc.node else f"{topo.node_of(name)}-{r}"
+        app = build_app(svc, r, node, self.streams)
+        if self.proxy_model is not None and self.proxy_model.placement == "sidecar":
+            app.sidecar = self._proxy_for(f"{name}/sidecar", f"{name}/sidecar#{r}", node)
+        outbound = app.sidecar
+        if outbound is None and svc.callees():
+            outbound = self._outbound_for("", "", node)
+        self.callers[app.instance] = Caller(app.instance, node, outbound)
+        return app
+
+    def _build_load_balancers(self) -> None:
+        """One central proxy LB in front of every service (lb: proxy)."""
+        lb_model = self.scenario.mesh.load_balancer
+        assert lb_model is not None
+        for name in self.scenario.topology.services:
+            instance = f"lb:{name}"
+            self.lbs[name] = build_proxy(instance, instance, lb_model, [], f"lb-node:{name}", self.streams,
+                                         LB_PASS_KINDS, self.collectors)
+            self.lb_balancers[name] = self._balancer(lb_model.policy, name, instance)
+
+    def _share_node_cpu(self) -> None:
+        """Put every station on its node's CPU quota (nodes with declared cores)."""
+        topo = self.scenario.topology
         self.node_cpu = {node: CpuQuota(cores, NODE_PERIOD) for node, cores in topo.node_cores.items()}
         for reps in self.apps.values():
             for app in reps:
@@ -116,7 +133,6 @@ class System:
             if p is not None:
                 station.node = self.node_cpu.get(p.node)
         self.client_cpu = self.node_cpu.get(topo.client.node)
-        self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
 
@@ -151,6 +167,7 @@ class System:
     def set_recording(self, on: bool) -> None:
         for _, station, _ in self.stations():
             station.recording = on
+        self.net.recording = on
 
     # -- request logic -------------------------------------------------------------------------------------------
 
@@ -276,6 +293,3 @@ class System:
             if draw < acc:
                 return name
         return step.services[-1]
-
-
-RecordFn = Callable[[float, float], None]

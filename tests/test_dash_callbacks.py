@@ -19,7 +19,7 @@ from meshsim.catalog import list_meshes, list_topologies, load_mesh
 from meshsim.dash_app.callbacks import Callbacks
 from meshsim.dash_app.layout import CONTROL_IDS, DEFAULTS
 from meshsim.dash_app.measured import default_dirs, load_measurements
-from meshsim.dash_app.scenarios import UPLOADED, MeshFeatures
+from meshsim.dash_app.what_if import UPLOADED, MeshFeatures
 from meshsim.dash_app.sweep import PointSettings, Sweeper
 from meshsim.sim.predict import predict_options
 from meshsim.topology import load_topology_text

@@ -15,7 +15,7 @@ import pytest
 
 from meshsim.dash_app import figures, report
 from meshsim.dash_app.measured import MeasuredRun
-from meshsim.dash_app.scenarios import Scenario
+from meshsim.dash_app.what_if import WhatIf
 
 COMPONENTS = ("client/app", "client/sidecar", "s1/sidecar", "s1/app", "s2/sidecar", "s2/app", "s3/sidecar", "s3/app")
 
@@ -160,7 +160,7 @@ def test_table_rows_csv_and_json_carry_the_numbers(curves):
     assert first["bottleneck"] == "s2/sidecar" and first["saturation_rps"] == 4500
     parsed = list(csv.DictReader(io.StringIO(report.rows_to_csv(rows))))
     assert len(parsed) == 10 and float(parsed[-1]["p50_ms"]) == rows[-1]["p50_ms"]
-    scenario = Scenario(topology="chain3", topology_text=None, meshes=("istio", "linkerd"))
+    scenario = WhatIf(topology="chain3", topology_text=None, meshes=("istio", "linkerd"))
     data = json.loads(report.export_json(scenario, curves))
     assert data["scenario"]["topology"] == "chain3"
     assert [p["offered_rps"] for p in data["predictions"]["linkerd"]] == [100, 1000, 2000, 3000, 4000]
@@ -168,8 +168,8 @@ def test_table_rows_csv_and_json_carry_the_numbers(curves):
 
 
 def test_what_changed_names_inputs_and_effects():
-    before = Scenario(topology="chain3", topology_text=None, meshes=("istio", "linkerd"))
-    after = Scenario(topology="chain3", topology_text=None, meshes=("istio", "traefik"), features=("tracing",))
+    before = WhatIf(topology="chain3", topology_text=None, meshes=("istio", "linkerd"))
+    after = WhatIf(topology="chain3", topology_text=None, meshes=("istio", "traefik"), features=("tracing",))
     a = {"istio": prediction(1000, 4500.0, 1.0), "linkerd": prediction(1000, 6000.0, 0.7)}
     b = {"istio": prediction(1000, 3000.0, 1.2, bottleneck="collector"), "traefik": None}
     lines = report.what_changed(before, a, after, b, 1000.0)

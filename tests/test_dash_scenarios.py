@@ -13,8 +13,8 @@ import pytest
 
 from meshsim.dash_app.measured import default_dirs, load_measurements, matching_runs, validation_rows
 from meshsim.catalog import load_mesh
-from meshsim.dash_app.scenarios import (
-    UPLOADED, ControlError, MeshFeatures, Scenario, decode_upload, scenario_from_controls,
+from meshsim.dash_app.what_if import (
+    UPLOADED, ControlError, MeshFeatures, WhatIf, decode_upload, what_if_from_controls,
 )
 from meshsim.dash_app.sweep import grid, nice_rate
 from meshsim.errors import MeshsimError
@@ -37,11 +37,11 @@ def data_url(text: str) -> str:
 
 
 def test_valid_controls_make_a_scenario_in_catalog_order():
-    s = scenario_from_controls(controls(meshes=["linkerd", "istio"], features=["tracing", "mtls"],
+    s = what_if_from_controls(controls(meshes=["linkerd", "istio"], features=["tracing", "mtls"],
                                         rate_max="5000", proxy_workers=2.0), TOPOLOGIES, MESHES)
     assert s.meshes == ("istio", "linkerd") and s.features == ("mtls", "tracing")
     assert s.rate_max == 5000.0 and s.proxy_workers == 2 and isinstance(s.proxy_workers, int)
-    assert scenario_from_controls(controls(topology="chain5"), TOPOLOGIES, MESHES).topology == "chain5"
+    assert what_if_from_controls(controls(topology="chain5"), TOPOLOGIES, MESHES).topology == "chain5"
 
 
 @pytest.mark.parametrize("changes, control", [
@@ -68,16 +68,16 @@ def test_valid_controls_make_a_scenario_in_catalog_order():
 ])
 def test_bad_controls_give_one_line_naming_the_control(changes, control):
     with pytest.raises(ControlError) as err:
-        scenario_from_controls(controls(**changes), TOPOLOGIES, MESHES)
+        what_if_from_controls(controls(**changes), TOPOLOGIES, MESHES)
     message = str(err.value)
     assert message.startswith(control + ":") and "\n" not in message
     assert isinstance(err.value, MeshsimError)
 
 
 def test_uploaded_topology_is_keyed_by_content():
-    a = scenario_from_controls(controls(topology=UPLOADED, upload_contents=data_url("name: a\n"),
+    a = what_if_from_controls(controls(topology=UPLOADED, upload_contents=data_url("name: a\n"),
                                         upload_filename="mine.yaml"), TOPOLOGIES, MESHES)
-    b = scenario_from_controls(controls(topology=UPLOADED, upload_contents=data_url("name: b\n"),
+    b = what_if_from_controls(controls(topology=UPLOADED, upload_contents=data_url("name: b\n"),
                                         upload_filename="mine.yaml"), TOPOLOGIES, MESHES)
     assert a.topology == b.topology == "mine.yaml" and a.topology_text == "name: a\n"
     assert a.topology_key != b.topology_key and a.model_key() != b.model_key()
@@ -111,7 +111,7 @@ def test_shipped_istio_runs_overlay_only_where_the_setup_matches():
     assert baseline.cdf_ms[-1][1] == pytest.approx(1.0) and baseline.mesh == "none"
 
     features = MeshFeatures.from_models({m: load_mesh(m) for m in ("istio", "none")})
-    single = Scenario(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=1)
+    single = WhatIf(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=1)
     match = matching_runs(measured.runs, single, features)
     # Istio 1.2 ran Mixer telemetry by default; the model's istio turns `telemetry` on by default too.
     assert [r.run_id for r in match["istio"]] == ["istio-1.2.0-c1-qps1000-both-sidecars-mixer"]
@@ -186,5 +186,5 @@ def test_shipped_lab_runs_are_not_overlaid_on_cluster_topologies():
     lab = [r for r in measured.runs if r.source == "lab"]
     assert lab and all(r.topology.endswith("(lab)") for r in lab)
     features = MeshFeatures.from_models({m: load_mesh(m) for m in ("istio", "none")})
-    single = Scenario(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=1)
+    single = WhatIf(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=1)
     assert all(r.source != "lab" for runs in matching_runs(measured.runs, single, features).values() for r in runs)

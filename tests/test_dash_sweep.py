@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from meshsim.catalog import load_mesh
-from meshsim.dash_app.scenarios import MeshFeatures, Scenario
+from meshsim.dash_app.what_if import MeshFeatures, WhatIf
 from meshsim.dash_app.sweep import AUTO_RANGE_FACTOR, PointSettings, Sweeper, grid, nice_rate
 from dataclasses import asdict
 
@@ -35,10 +35,10 @@ def sweeper() -> tuple[Sweeper, Recorded]:
                    features=features), recorded
 
 
-def scenario(**changes) -> Scenario:
+def scenario(**changes) -> WhatIf:
     base = dict(topology="single", topology_text=None, meshes=("istio", "none"), load="fortio", connections=4,
                 rate_min=100.0, rate_max=None, cdf_rate=400.0)
-    return Scenario(**{**base, **changes})
+    return WhatIf(**{**base, **changes})
 
 
 def test_first_points_come_first_and_an_automatic_range_follows_the_first_saturation(sweeper):

@@ -23,7 +23,10 @@ def test_default_plan_fits_in_ten_minutes_of_probes(mesh: str) -> None:
     assert expanded.probes, expanded.skipped
     assert expanded.probe_seconds(plan.duration_s) <= 600
     assert all(p.path in PATH_MODES for p in expanded.probes)
-    assert {p.connections for p in expanded.probes} == {1}
+    # one connection, except the bursts (c connections firing together at the lowest rate)
+    assert {p.connections for p in expanded.probes if p.configuration.name != "bursts"} == {1}
+    assert {(p.connections, p.rps) for p in expanded.probes if p.configuration.name == "bursts"} <= {
+        (2, 20.0), (4, 20.0), (8, 20.0)}
     ids = [p.run_id(mesh) for p in expanded.probes]
     assert len(ids) == len(set(ids)), "probe ids must be unique (they name the run folders)"
 
@@ -33,12 +36,16 @@ def test_mesh_capabilities_shape_the_plan() -> None:
     istio = expand(plan, mesh_profile("istio"))
     paths = {(p.configuration.name, p.path) for p in istio.probes}
     assert {("mtls", "baseline"), ("mtls", "both-sidecars"), ("plaintext", "server-sidecar"),
-            ("plaintext", "both-sidecars"), ("tracing", "both-sidecars"), ("lb", "client-lb")} == paths
+            ("plaintext", "both-sidecars"), ("tracing", "both-sidecars"), ("lb", "client-lb"),
+            ("bursts", "both-sidecars")} == paths
+    bursts = [p for p in istio.probes if p.configuration.name == "bursts"]
+    assert sorted(p.connections for p in bursts) == [2, 4, 8] and {p.features for p in bursts} == {()}
+    assert not plan.uniform  # bursts need the connections to fire together
     assert "mtls/server-sidecar: strict mTLS refuses a client without sidecar" in istio.skipped
     assert {p.features for p in istio.probes if p.configuration.name == "tracing"} == {("mtls", "tracing")}
     assert {p.features for p in istio.probes if p.path == "baseline"} == {()}
     linkerd = expand(plan, mesh_profile("linkerd"))
-    assert "plaintext" not in {p.configuration.name for p in linkerd.probes}
+    assert not {"plaintext", "bursts"} & {p.configuration.name for p in linkerd.probes}
     assert any("cannot switch off mtls" in s for s in linkerd.skipped)
     assert all("mtls" in p.features for p in linkerd.probes if p.path not in ("baseline", "server-sidecar"))
     assert {p.features for p in linkerd.probes if p.path == "server-sidecar"} == {()}  # one proxy: no mTLS
@@ -111,7 +118,7 @@ def test_dry_run_prints_every_object_and_needs_no_cluster(tmp_path: Path, monkey
     result = calibrate_kube(mesh="istio", dry_run=True, out=tmp_path / "runs", stdout=out, stderr=err)
     docs = list(yaml.safe_load_all(out.getvalue()))
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("Namespace") == 4 and kinds.count("Deployment") == 8 and kinds.count("PeerAuthentication") == 4
+    assert kinds.count("Namespace") == 5 and kinds.count("Deployment") == 10 and kinds.count("PeerAuthentication") == 5
     assert all(d["metadata"]["labels"]["meshsim.io/run"] == result.run for d in docs)
     assert "nothing was created" in err.getvalue()
     assert not (tmp_path / "runs").exists()

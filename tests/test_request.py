@@ -45,6 +45,9 @@ def test_defaults_per_load_model_and_zero_is_not_a_default() -> None:
     (dict(rps=100, profile=RateProfile.ramp(100, 200, 10)), "rps"),  # a rate and a profile
     (dict(load="fortio", rps=100, profile=RateProfile.ramp(100, 200, 10)), "profile"),
     (dict(scope="none", features=("mtls",)), "features"),  # nobody has a proxy
+    (dict(rps=100, fortio_version="1.3.1"), "fortio_version"),  # fortio's warm-up without fortio
+    (dict(load="fortio", rps=100, fortio_version="dev"), "fortio_version"),
+    (dict(load="fortio", rps=100, fortio_version="1.3.1", fortio_warmup="parallel"), "fortio_warmup"),
 ])
 def test_options_that_do_not_apply_are_refused(options: dict, field: str) -> None:
     assert field_of(**options) == field

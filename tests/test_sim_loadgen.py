@@ -15,12 +15,14 @@ from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, 
 from simkit import plain, station_topology
 
 
-def timeline(load: FortioLoad, duration: float, service: float, servers: int = 4) -> dict[int, list[tuple]]:
-    """Per-thread (send time, latency) in ms for a deterministic server."""
+def fortio_calls(load: FortioLoad, duration: float, service: float,
+                 servers: int = 4) -> tuple[dict[int, list[tuple]], float, list[tuple[float, float]]]:
+    """Every call per thread as (send time, latency) in ms (warm-ups included), fortio's timed start in ms, and
+    what fortio recorded, for a deterministic server."""
     env = simpy.Environment()
     streams = Streams(1, 0)
     system = System(env, plain(station_topology(Deterministic(service), servers)), Workload(load), streams)
-    sends: list[tuple[float, float]] = []
+    recorded: list[tuple[float, float]] = []
     threads: dict[int, list[tuple]] = {}
     original = system.client_request
 
@@ -30,9 +32,16 @@ def timeline(load: FortioLoad, duration: float, service: float, servers: int = 4
         threads.setdefault(conn, []).append((round(start * 1e3, 6), round((env.now - start) * 1e3, 6)))
 
     system.client_request = tagged  # type: ignore[method-assign]
-    fortio_threads(env, system, load, duration, lambda s, l: sends.append((s, l)), streams, LoadTrace())
+    trace = LoadTrace()
+    fortio_threads(env, system, load, duration, lambda s, l: recorded.append((s, l)), streams, trace)
     env.run()
-    return threads
+    return threads, round(trace.origin * 1e3, 6), recorded
+
+
+def timeline(load: FortioLoad, duration: float, service: float, servers: int = 4) -> dict[int, list[tuple]]:
+    """Per-thread timed calls (send time from fortio's timed start, latency) in ms: the warm-up calls left out."""
+    threads, origin, _ = fortio_calls(load, duration, service, servers)
+    return {tid: [(round(s - origin, 6), lat) for s, lat in calls if s >= origin] for tid, calls in threads.items()}
 
 
 def test_fortio_paces_each_thread_over_the_duration():
@@ -121,3 +130,12 @@ def test_open_load_rate_profile_ramps():
     counts, _ = np.histogram(sends, bins=[0, 5, 10, 15, 20])
     expected = np.array([3125, 4375, 5625, 6875])  # mean rate of each slice x 5 s
     assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected)), counts
+
+
+def test_time_breakdown_of_two_synchronised_connections_on_one_core():
+    """5 ms of work, two connections firing together on one core: every second request waits 5 ms for the core."""
+    r = run_replication(plain(station_topology(Deterministic(0.005), 1)), Workload(FortioLoad(100, connections=2)),
+                        Horizon(0.1, 0.0), 1, 0)
+    parts = {k: round(v * 1e3, 9) for k, v in r.breakdown.items()}
+    assert parts["app work"] == 5.0 and parts["app queueing"] == 2.5
+    assert sum(parts.values()) == pytest.approx(7.5) == float(np.mean(r.latencies)) * 1e3  # nothing else on the path

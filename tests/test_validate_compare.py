@@ -12,9 +12,10 @@ import yaml
 
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.validation import gate, parse_thresholds, validate_runs
+from meshsim.calibrate.validation.text_report import table
 from meshsim.calibrate.validation.compare import Metric
 from meshsim.cli import main
-from meshsim.errors import MeshsimError, ModelError
+from meshsim.errors import FieldError, MeshsimError, ModelError
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "models" / "meshes" / "istio-1.2.yaml"
@@ -64,6 +65,12 @@ def test_held_out_when_the_model_did_not_see_the_run(tmp_path: Path) -> None:
     (c,) = v.comparisons
     assert c.role == "held-out" and v.summary()["p50"].n == 1
     assert c.latency_ms["p50"].predicted > 0 and c.setup.startswith("single server-sidecar")
+    # where the predicted time goes: the parts of one request's path add up to its predicted mean latency
+    assert {"proxy work", "network", "wake-ups", "proxy worker queueing"} <= set(c.breakdown_ms)
+    assert c.latency_ms["p50"].predicted * 0.8 < sum(c.breakdown_ms.values()) < c.latency_ms["p99"].predicted
+    assert c.to_dict()["predicted_time_breakdown_ms"] == dict(c.breakdown_ms)
+    text = table(v)
+    assert (abs(c.latency_ms["p50"].rel_error) > 0.10) == ("where the predicted time goes: " in text)
 
 
 def test_thresholds_parse_and_reject() -> None:
@@ -120,7 +127,7 @@ def test_bad_inputs_give_one_line(tmp_path: Path, capsys) -> None:
     assert code == 2 and "broken.yaml" in err and "dispatch" in err and err.strip().count("\n") == 0
     code, _, err = _cli(["validate", "--model", str(MODEL), str(RUNS), "--fail-above", "p42=1%"], capsys)
     assert code == 2 and "--fail-above" in err
-    with pytest.raises(ModelError):
+    with pytest.raises(FieldError, match="^model: file "):
         validate_runs(tmp_path / "missing.yaml", [RUNS])
 
 

@@ -24,8 +24,10 @@ from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.fit.mle import FitResult, fit_best
 from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.errors import MeshsimError
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
+# fit(component name, its runs, the known parts' pmf, passes per request) -> the fitted pass pmf
+FitStep = Callable[[str, list[Run], GridPmf, int], GridPmf]
 
 
 @dataclass(frozen=True)
@@ -147,25 +149,32 @@ def decompose(
     multi = sorted({r.id for r in runs if len(r.features) > 1})
     if multi:
         out.notes.append(f"not used (several features at once, increments not separable): {', '.join(multi)}")
-    lb_runs = _select(runs, "proxy-lb", frozenset())
-    if lb_runs:
-        client_lb = _select(runs, "client-lb", frozenset())
-        # client-lb through the caller's own sidecar holds that sidecar's two passes, which proxy-lb runs lack:
-        # it is no known part of a proxy-lb run (the LB pass would come out as LB minus sidecar, about zero)
-        via_sidecar = [r.id for r in client_lb if "client/sidecar" in r.manifest.cpu_seconds]
-        if via_sidecar:
-            out.notes.append("proxy-lb fitted against the baseline: the client-lb runs balance in the caller's "
-                             f"sidecar ({', '.join(via_sidecar)}), whose passes proxy-lb runs do not have")
-            client_lb = []
-        elif not client_lb:
-            out.notes.append("proxy-lb fitted against the baseline (no client-lb run)")
-        ref = _pooled(grid, client_lb) if client_lb else base
-        fit("load_balancer.pass", lb_runs, ref, 2)
+    _fit_proxy_lb(runs, grid, base, fit, out)
     return out
 
 
+def _fit_proxy_lb(runs: Sequence[Run], grid: Grid, base: GridPmf,
+                  fit: FitStep, out: Decomposition) -> None:
+    """Fit the central proxy's two passes over the client-lb runs (or the baseline ``base``)."""
+    lb_runs = _select(runs, "proxy-lb", frozenset())
+    if not lb_runs:
+        return
+    client_lb = _select(runs, "client-lb", frozenset())
+    # client-lb through the caller's own sidecar holds that sidecar's two passes, which proxy-lb runs lack:
+    # it is no known part of a proxy-lb run (the LB pass would come out as LB minus sidecar, about zero)
+    via_sidecar = [r.id for r in client_lb if "client/sidecar" in r.manifest.cpu_seconds]
+    if via_sidecar:
+        out.notes.append("proxy-lb fitted against the baseline: the client-lb runs balance in the caller's "
+                         f"sidecar ({', '.join(via_sidecar)}), whose passes proxy-lb runs do not have")
+        client_lb = []
+    elif not client_lb:
+        out.notes.append("proxy-lb fitted against the baseline (no client-lb run)")
+    ref = _pooled(grid, client_lb) if client_lb else base
+    fit("load_balancer.pass", lb_runs, ref, 2)
+
+
 def _fit_feature(feature: str, runs: Sequence[Run], base: GridPmf, pair_in: GridPmf | None, pair_out: GridPmf | None,
-                 fit: Callable[[str, list[Run], GridPmf, int], GridPmf], out: Decomposition) -> None:
+                 fit: FitStep, out: Decomposition) -> None:
     """Fit one feature's increment over the bare passes (inbound/outbound, or one shared by all passes);
     ``pair_in``/``pair_out``: each proxy's two bare passes as measured."""
     single = frozenset([feature])

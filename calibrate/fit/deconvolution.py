@@ -22,6 +22,7 @@ from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.fit.mle import FitResult, _safe, maximise
 from meshsim.calibrate.fit.observations import Observation
+from meshsim.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def fit_component(
     terms: Sequence[Term],
     families: Sequence[Family] | None = None,
     max_evals: int = 800,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> ComponentFit:
     """Fit every candidate family to the shared component and keep the best by AIC."""
     terms = tuple(Term(t.obs.binned(), t.known, t.k) for t in terms)

@@ -16,6 +16,7 @@ import numpy as np
 from meshsim.calibrate.fit.observations import Observation
 from meshsim.calibrate.fit.decomposition import Decomposition
 from meshsim.errors import ComponentMissing
+from meshsim.progress import Progress
 
 Cdf = Callable[[np.ndarray], np.ndarray]
 
@@ -37,7 +38,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
-def write_report(decomp: Decomposition, folder: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+def write_report(decomp: Decomposition, folder: Path, say: Progress | None = None) -> list[Path]:
     try:
         import matplotlib
 

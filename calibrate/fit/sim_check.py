@@ -21,6 +21,7 @@ from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import read_model, write_model
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.errors import MeshsimError
+from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
@@ -86,7 +87,9 @@ def replay_options(topo: Path, model_path: Path, model: dict[str, Any], run: Run
     """One replication of ``run``'s own fortio workload on the calibration topology."""
     load = run.manifest.load
     return PredictOptions(topology=topo, mesh=model_path, rps=run.rps, load="fortio", connections=load.connections,
-                          uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup, scope=scope,
+                          uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup,
+                          fortio_version=checked_version(run.result.version), fortio_warmup=run.result.warmup,
+                          scope=scope,
                           features=tuple(run_features(model, run)), warmup_s=0.0, duration_s=duration_s,
                           replications=1, processes=1, seed=seed, saturation=False)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.decomposition import ColdWakes, Decomposition
 from meshsim.calibrate.load.wake_gaps import RunGaps
 from meshsim.calibrate.load.mean_wakeup import ABS_NOISE_S, RUN_TO_RUN, TAU_GAP_FACTOR, arrival_gap, fit_wakeup, idle_gap
+from meshsim.progress import Progress
 
 PASSES = {"server-sidecar": 2, "both-sidecars": 4}
 # cpu_seconds key -> the fitted component whose two passes it should match
@@ -166,7 +167,7 @@ def wake_runs(usable: Sequence[Run]) -> list[Run]:
 
 
 def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], gaps: Mapping[str, RunGaps],
-            say: Callable[[str], None], extra: Extra | None = None) -> Extra:
+            say: Progress, extra: Extra | None = None) -> Extra:
     """Wake-ups from runs at several rates; ``gaps``: each run's simulated idle gaps (``wake_gaps``)."""
     extra = extra or Extra()
     series = _wake_series(usable, gaps)

@@ -28,30 +28,45 @@ class RunGaps:
     gaps: dict[str, np.ndarray]  # proxy component -> the idle gap of every pass through it
 
 
+def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int = MAX_REQUESTS,
+                 ) -> tuple[Any, Any, float] | None:
+    """(Scenario, Workload, duration) replaying ``run`` with ``model`` on its calibration topology, or None when the
+    run has no sidecar or no fixed rate. The run's own workers and CPU limit replace the model's."""
+    from meshsim.catalog import load_mesh, load_topology
+    from meshsim.scenario import build_scenario
+    from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version
+    from meshsim.workload import FortioLoad, Workload
+
+    scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
+    if scope in (None, "none") or not run.rps:
+        return None
+    work.mkdir(parents=True, exist_ok=True)
+    topology = load_topology(str(calibration_topology(model, work)))
+    mesh = load_mesh(str(write_model(model, work / "replayed.yaml")))
+    if mesh.proxy is None:
+        return None
+    setup, load = run.manifest.setup, run.manifest.load
+    proxy = replace(mesh.proxy, workers=setup.proxy_workers or mesh.proxy.workers, cpu_limit=setup.proxy_cpu_limit)
+    scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
+    rps = float(run.rps)
+    duration = min(load.duration_s or 60.0, max(max_requests / rps, 0.5))
+    workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup,
+                                   version=checked_version(run.result.version) or DEFAULT_VERSION,
+                                   warmup=run.result.warmup))
+    return scenario, workload, duration
+
+
 def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
                   progress: Callable[[str], None] | None = None) -> dict[str, RunGaps]:
     """Run id -> idle gaps of its proxies' passes, for every run with sidecars that the simulator can replay."""
-    from meshsim.catalog import load_mesh, load_topology
-    from meshsim.scenario import build_scenario
     from meshsim.sim.engine import Horizon, run_replication
-    from meshsim.workload import FortioLoad, Workload
 
-    work.mkdir(parents=True, exist_ok=True)
-    topology = load_topology(str(calibration_topology(model, work)))
-    mesh = load_mesh(str(write_model(model, work / "first-pass.yaml")))
-    if mesh.proxy is None:
-        return {}
     out: dict[str, RunGaps] = {}
     for run in runs:
-        scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
-        if scope in (None, "none") or not run.rps:
+        setup = replay_setup(model, run, work)
+        if setup is None:
             continue
-        setup, load = run.manifest.setup, run.manifest.load
-        proxy = replace(mesh.proxy, workers=setup.proxy_workers or mesh.proxy.workers, cpu_limit=setup.proxy_cpu_limit)
-        scenario = build_scenario(topology, replace(mesh, proxy=proxy), run_features(model, run), scope=scope)
-        rps = float(run.rps)
-        duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / rps, 0.5))
-        workload = Workload(FortioLoad(rps, load.connections, load.uniform, load.jitter, load.nocatchup))
+        scenario, workload, duration = setup
         result = run_replication(scenario, workload, Horizon(duration, 0.0), seed, 0, observe_gaps=True)
         gaps = {c: u.idle_gaps for c, u in result.usage.items()
                 if c.endswith("/sidecar") and u.idle_gaps is not None and u.idle_gaps.size}

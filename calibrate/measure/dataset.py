@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from meshsim.calibrate.measure.fortio_result import FortioResult, read_result
 from meshsim.calibrate.measure.quality import Quality, assess, worst
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.runs import RunManifest, read_manifest
+from meshsim.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Batch:
     errors: tuple[str, ...]
 
 
-def load_runs(folders: Iterable[str | Path], progress: Callable[[str], None] | None = None) -> Batch:
+def load_runs(folders: Iterable[str | Path], progress: Progress | None = None) -> Batch:
     """Load every folder; a folder holding run folders (no manifest) is searched one level down."""
     runs: list[Run] = []
     errors: list[str] = []

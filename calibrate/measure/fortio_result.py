@@ -70,6 +70,7 @@ class FortioResult:
     buckets: tuple[Bucket, ...]
     samples: np.ndarray | None = field(default=None, compare=False)
     access_log: str | None = None
+    warmup: str | None = None  # None: the version's default warm-up; "sequential" / "none" (-exactly) as recorded
 
     @property
     def ok_count(self) -> int:
@@ -208,7 +209,16 @@ def parse_result(data: Any, path: str) -> FortioResult:
         max_s=hi,
         mean_s=mean,
         buckets=buckets,
+        warmup=_warmup(data),
     )
+
+
+def _warmup(data: Mapping[str, Any]) -> str | None:
+    """The warm-up fortio did, where its JSON says (meshsim/fortio_warmup.py): -exactly skips it."""
+    exactly = data.get("Exactly")
+    if isinstance(exactly, int) and not isinstance(exactly, bool) and exactly > 0:
+        return "none"
+    return "sequential" if data.get("SequentialWarmup") is True else None
 
 
 def _log_lines(path: Path) -> Any:

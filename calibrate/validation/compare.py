@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -25,8 +25,8 @@ from meshsim.errors import FieldError, MeshsimError, ModelError
 from meshsim.topology import Topology
 
 from meshsim.calibrate.validation.replay import CannotReplay, replay
+from meshsim.progress import Progress
 
-Progress = Callable[[str], None]
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max")
 SUMMARY_KEYS = (*LATENCY_KEYS, "rps")
@@ -74,6 +74,7 @@ class RunComparison:
     measured_cdf: tuple[list[float], list[float]]  # (ms, cumulative fraction)
     predicted_cdf: tuple[list[float], list[float]]
     notes: tuple[str, ...] = ()
+    breakdown_ms: Mapping[str, float] = field(default_factory=dict)  # where the predicted time goes, per request
 
     def error(self, key: str) -> float:
         return self.achieved_rps.rel_error if key == "rps" else self.latency_ms[key].rel_error
@@ -86,7 +87,7 @@ class RunComparison:
             "achieved_rps": self.achieved_rps.to_dict(),
             "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
             "predicted_saturation_rps": self.saturation_rps, "bottleneck": self.bottleneck,
-            "notes": list(self.notes)}
+            "predicted_time_breakdown_ms": dict(self.breakdown_ms), "notes": list(self.notes)}
         if cdf:
             out["cdf"] = {"measured": {"ms": self.measured_cdf[0], "q": self.measured_cdf[1]},
                           "predicted": {"ms": self.predicted_cdf[0], "q": self.predicted_cdf[1]}}
@@ -197,7 +198,8 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
     notes += [f"simulator: {w}" for w in pred.get("warnings", [])]
     return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
-                         pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes))
+                         pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes),
+                         dict(pred.get("time_breakdown_ms") or {}))
 
 
 def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from meshsim.errors import FieldError, MeshsimError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
-
-Progress = Callable[[str], None]
+from meshsim.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -125,23 +123,3 @@ def validate_lab(
     say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
     validation = validate_runs(model, [*cal.run_dirs, *held], replications=replications, seed=seed, progress=say)
     return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started)
-
-
-def lab_recipe(out: str = "lab-validation", small: bool = False) -> Sequence[str]:
-    """The same loop as shell commands (README, report)."""
-    plan = SMALL_PLAN if small else FULL_PLAN
-    rates = ",".join(f"{r:g}" for r in plan.calibration_rates)
-    lines = [f"meshsim calibrate --lab --mesh envoy-lab --model-out {out}/envoy-lab.yaml --lab-rates {rates} "
-             f"--lab-payloads {plan.payload_bytes} --lab-duration {plan.calibration_duration_s:g} "
-             f"--lab-out {out}/calibration   # one connection at low rates, plus one batching probe"]
-    for h in plan.held_out:
-        extra = f" --workers {h.workers}" + (f" --cpu-limit {h.cpu_limit:g}" if h.cpu_limit else "")
-        for c in sorted({c for _, c in h.probes}):
-            rps = ",".join(f"{q:g}" for q, cc in h.probes if cc == c)
-            lines.append(f"meshsim lab run --topology {h.topology} --mode {h.mode}{extra} --rps {rps} "
-                         f"--connections {c} --duration {plan.duration_s:g} --payload {plan.payload_bytes} "
-                         f"--out {out}/held-out" + (f"   # run {plan.repeats} times (repeatability)"
-                                                    if plan.repeats > 1 else ""))
-    lines.append(f"meshsim validate --model {out}/envoy-lab.yaml {out}/calibration {out}/held-out "
-                 f"--html {out}/report.html")
-    return lines

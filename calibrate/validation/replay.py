@@ -22,9 +22,10 @@ from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.catalog import load_topology
+from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
+from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.topology import Topology, topology_from_data
 
@@ -32,7 +33,6 @@ SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars"
                  "client-lb": "both"}
 LB_OF_PATH = {"proxy-lb": "proxy"}
 HOP_CV = 0.5  # assumed spread of one forwarding app hop: only its mean is identified by a baseline chain run
-_CHAIN = re.compile(r"^chain(\d+)$")
 _LB = re.compile(r"^lb(\d+)$")
 
 
@@ -120,7 +120,7 @@ def _lab_graph(name: str) -> Sequence[Any] | None:
     """The lab's call graph for a chainN or bookinfo run (None for other names)."""
     from meshsim.calibrate.measure.lab.spec import parse_topology
 
-    if not (_CHAIN.match(name) or name == "bookinfo"):
+    if chain_length(name) is None and name != "bookinfo":
         return None
     try:
         return parse_topology(name)
@@ -208,6 +208,7 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     options = PredictOptions(
         topology=topo, rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
         uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
+        fortio_version=checked_version(run.result.version), fortio_warmup=run.result.warmup,
         scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
         features=tuple(features_for(model, run)),
         payload_bytes=None if derived else setup.payload_bytes,

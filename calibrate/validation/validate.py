@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from meshsim.calibrate.validation.compare import Validation, gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.text_report import table, to_json
 from meshsim.errors import MeshsimError
+from meshsim.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def validate(
     sim_duration_s: float = 20.0,
     seed: int = 1,
     processes: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Outcome:
     thresholds = parse_thresholds(fail_above) if fail_above is not None else None  # bad flag: fail before work
     v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
@@ -76,7 +77,7 @@ def validate_lab_report(
     as_json: bool = False,
     fail_above: str | None = None,
     replications: int = 4,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Outcome:
     """``meshsim lab validate``: the lab loop (``validate_lab``), then the same output as ``meshsim validate``."""
     from meshsim.calibrate.validation.lab_loop import validate_lab

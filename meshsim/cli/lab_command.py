@@ -174,6 +174,9 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lab-no-batching-probe", action="store_true",
                        help="skip the run with eight connections on one worker that separates what a pass costs a "
                             "busy worker from the cost of waking an idle one")
+    group.add_argument("--lab-no-burst-probes", action="store_true",
+                       help="skip the runs with 2, 4 and 8 connections firing together at the lowest rate that show "
+                            "what part of a proxy pass holds its worker")
 
 
 def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,4 +189,4 @@ def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         raise MeshsimError(f"--lab-payloads: expected a comma list of byte counts, got {args.lab_payloads!r}") from None
     return {"out_dir": args.lab_out, "rates": _rates(args.lab_rates, "--lab-rates"), "payloads": payloads,
             "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
-            "batching_probe": not args.lab_no_batching_probe}
+            "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes}

@@ -54,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--uniform", action="store_true", help="fortio -uniform (fortio load only)")
     p.add_argument("--jitter", action="store_true", help="fortio -jitter (fortio load only)")
     p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup (fortio load only)")
+    p.add_argument("--fortio-version", help="fortio load: the fortio version whose warm-up to reproduce (default "
+                   "1.68.2: one untimed call per connection, all at once; before 1.21 one after another)")
+    p.add_argument("--fortio-warmup", choices=("parallel", "sequential", "none"),
+                   help="fortio load: override the version's warm-up (sequential = -sequential-warmup, none = "
+                        "-exactly)")
     p.add_argument("--think", type=float, help=f"sequential load: think time in ms (default {DEFAULT_THINK_MS:g})")
     p.add_argument("--profile", type=_profile, help="open load: a rate over time, ramp:FROM:TO:SECONDS or "
                    "steps:T=RPS,... (instead of --rps)")
@@ -87,7 +92,8 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
     return PredictOptions(
         topology=args.topology, mesh=args.mesh_model or args.mesh, rps=args.rps, features=args.features,
         lb=args.lb, scope=args.scope, load=args.load, connections=args.connections, uniform=args.uniform,
-        jitter=args.jitter, nocatchup=args.nocatchup, think_ms=args.think, profile=args.profile,
+        jitter=args.jitter, nocatchup=args.nocatchup, fortio_version=args.fortio_version,
+        fortio_warmup=args.fortio_warmup, think_ms=args.think, profile=args.profile,
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
         replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,

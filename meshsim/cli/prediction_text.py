@@ -38,6 +38,13 @@ def prediction_table(d: dict[str, Any]) -> str:
     lines.append(f"bottleneck       {d['bottleneck']}")
     lines.append(f"saturation rps   {_f(sat, 0) if sat is not None else 'none'}"
                  "   (offered rate at which the bottleneck reaches 100 %)")
+    parts = {k: v for k, v in (d.get("time_breakdown_ms") or {}).items() if v > 0}
+    if parts:
+        total = sum(parts.values())
+        lines.append("")
+        lines.append("where the time goes (ms per request, summed over the path)")
+        for key, value in sorted(parts.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {key:<28}{value:>8.3f}   {value / total * 100:5.1f}%")
     if d["in_flight"]:
         lines.append(f"in flight at end {d['in_flight']:.1f} requests per replication (not in the percentiles)")
     for w in d["warnings"]:

@@ -36,6 +36,8 @@ class Configuration:
     paths: tuple[str, ...] = ("both-sidecars",)
     replicas: int = 1
     without: tuple[str, ...] = ()  # features this configuration exists to switch off (skipped where the mesh cannot)
+    connections: tuple[int, ...] | None = None  # this configuration's own connection counts (bursts), else the plan's
+    rps: tuple[float, ...] | None = None  # this configuration's own rates, else the plan's
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,42 @@ def _tuple(value: Any, where: str, key: str, kind: type) -> tuple:
     return out
 
 
+def _configuration(rc: Any, key: str, where: str) -> Configuration:
+    if not isinstance(rc, Mapping):
+        raise _fail(where, key, "expected a mapping")
+    bad = sorted(set(rc) - set(Configuration.__dataclass_fields__))
+    if bad:
+        raise _fail(where, f"{key}.{bad[0]}", f"unknown key (known: {', '.join(Configuration.__dataclass_fields__)})")
+    name = str(rc.get("name", ""))
+    if not _NAME.match(name):
+        raise _fail(where, f"{key}.name", f"must be 1-20 lowercase letters, digits or '-', got {name!r}")
+    paths = _tuple(rc.get("paths", ["both-sidecars"]), where, f"{key}.paths", str)
+    for p in paths:
+        if p not in PATH_MODES:
+            raise _fail(where, f"{key}.paths", f"unknown path mode {p!r} (known: {', '.join(PATH_MODES)})")
+    features = tuple(str(f) for f in (rc.get("features") or ()))
+    off = tuple(str(f) for f in (rc.get("without") or ()))
+    for fkey, values in (("features", features), ("without", off)):
+        for f in values:
+            if f not in ("mtls", "tracing"):
+                raise _fail(where, f"{key}.{fkey}", f"unknown feature {f!r} (known: mtls, tracing)")
+    if set(features) & set(off):
+        raise _fail(where, f"{key}.without", "a feature cannot be both on and off")
+    replicas = rc.get("replicas", 1)
+    if not isinstance(replicas, int) or not 1 <= replicas <= 10:
+        raise _fail(where, f"{key}.replicas", f"must be an integer 1..10, got {replicas!r}")
+    if any(p in ("client-lb", "proxy-lb") for p in paths) and replicas < 2:
+        raise _fail(where, f"{key}.replicas", "load-balancing paths need replicas >= 2")
+    connections = _tuple(rc["connections"], where, f"{key}.connections", int) if "connections" in rc else None
+    if connections is not None and any(c < 1 for c in connections):
+        raise _fail(where, f"{key}.connections", "must be >= 1")
+    rates = _tuple(rc["rps"], where, f"{key}.rps", float) if "rps" in rc else None
+    if rates is not None and any(not 0 < q < float("inf") for q in rates):
+        raise _fail(where, f"{key}.rps", "rates must be finite and > 0")
+    return Configuration(name=name, features=features, paths=paths, replicas=replicas, without=off,
+                         connections=connections, rps=rates)
+
+
 def plan_from_dict(data: Any, where: str) -> KubePlan:
     if not isinstance(data, Mapping):
         raise _fail(where, "(top level)", "expected a mapping")
@@ -123,35 +161,7 @@ def plan_from_dict(data: Any, where: str) -> KubePlan:
     raw_confs = data.get("configurations")
     if not isinstance(raw_confs, list) or not raw_confs:
         raise _fail(where, "configurations", "must be a non-empty list")
-    confs = []
-    for i, rc in enumerate(raw_confs):
-        key = f"configurations[{i}]"
-        if not isinstance(rc, Mapping):
-            raise _fail(where, key, "expected a mapping")
-        bad = sorted(set(rc) - set(Configuration.__dataclass_fields__))
-        if bad:
-            raise _fail(where, f"{key}.{bad[0]}", "unknown key (known: name, features, without, paths, replicas)")
-        name = str(rc.get("name", ""))
-        if not _NAME.match(name):
-            raise _fail(where, f"{key}.name", f"must be 1-20 lowercase letters, digits or '-', got {name!r}")
-        paths = _tuple(rc.get("paths", ["both-sidecars"]), where, f"{key}.paths", str)
-        for p in paths:
-            if p not in PATH_MODES:
-                raise _fail(where, f"{key}.paths", f"unknown path mode {p!r} (known: {', '.join(PATH_MODES)})")
-        features = tuple(str(f) for f in (rc.get("features") or ()))
-        off = tuple(str(f) for f in (rc.get("without") or ()))
-        for fkey, values in (("features", features), ("without", off)):
-            for f in values:
-                if f not in ("mtls", "tracing"):
-                    raise _fail(where, f"{key}.{fkey}", f"unknown feature {f!r} (known: mtls, tracing)")
-        if set(features) & set(off):
-            raise _fail(where, f"{key}.without", "a feature cannot be both on and off")
-        replicas = rc.get("replicas", 1)
-        if not isinstance(replicas, int) or not 1 <= replicas <= 10:
-            raise _fail(where, f"{key}.replicas", f"must be an integer 1..10, got {replicas!r}")
-        if any(p in ("client-lb", "proxy-lb") for p in paths) and replicas < 2:
-            raise _fail(where, f"{key}.replicas", "load-balancing paths need replicas >= 2")
-        confs.append(Configuration(name=name, features=features, paths=paths, replicas=replicas, without=off))
+    confs = [_configuration(rc, f"configurations[{i}]", where) for i, rc in enumerate(raw_confs)]
     names = [c.name for c in confs]
     if len(set(names)) != len(names):
         raise _fail(where, "configurations", "configuration names must be unique")
@@ -240,7 +250,7 @@ def expand(plan: KubePlan, mesh: MeshProfile) -> Expanded:
         for path in paths:
             # One proxy on the path cannot do mTLS: the server's sidecar receives the client's plaintext.
             path_features = {"baseline": (), "server-sidecar": tuple(f for f in features if f != "mtls")}
-            for c in plan.connections:
-                for q in plan.rps:
+            for c in conf.connections or plan.connections:
+                for q in conf.rps or plan.rps:
                     probes.append(Probe(conf, path, path_features.get(path, features), c, q))
     return Expanded(tuple(probes), tuple(skipped))

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 import yaml
 
@@ -148,30 +148,17 @@ def calibrate_kube(
               file=stderr)
         return result
 
-    done = [p.run_id(mesh) for p in expanded.probes if _finished(out_dir, p.run_id(mesh))]
-    if done and not resume:
-        raise MeshsimError(f"--out: {out_dir} already holds {len(done)} finished probes of this plan "
-                           f"(e.g. {done[0]}); pass --resume to skip them, or choose another --out")
-    result.resumed = done
-    todo = [p for p in expanded.probes if p.run_id(mesh) not in done]
+    result.resumed, todo = _pending(expanded.probes, mesh, out_dir, resume)
     if not todo:
-        print(f"all {len(done)} probes already in {out_dir}; nothing to do", file=stderr)
+        print(f"all {len(result.resumed)} probes already in {out_dir}; nothing to do", file=stderr)
         return result
-    if done:
-        print(f"resume: {len(done)} probes already done, {len(todo)} to go", file=stderr)
+    if result.resumed:
+        print(f"resume: {len(result.resumed)} probes already done, {len(todo)} to go", file=stderr)
 
     api = KubeApi(kubeconfig, context)
     progress = _Progress(len(todo), the_plan.duration_s + 2.0, stderr)
     try:
-        facts = cluster_facts(api)
-        version = mesh_version(api, profile)
-        if profile.name == "istio" and any("tracing" in p.features for p in todo):
-            provider = istio_tracing_provider(api)
-            result.notes.append(f"istio tracing provider: {provider}")
-            progress.say(f"tracing probes export spans to istio's default tracing provider: {provider}")
-        result.resource_source = usage.detect_source(api)
-        progress.say(f"cluster {facts['kubernetes_version']} at {api.target.host}, {len(facts['nodes'])} nodes; "
-                     f"mesh {mesh} {version}; run {run}; {len(todo)} probes; usage from {result.resource_source}")
+        facts, version = _survey_cluster(api, profile, todo, run, result, progress)
         probe_transport = transport(api) if transport else ServiceProxyTransport(api)
         for conf in expanded.configurations():
             probes = [p for p in todo if p.configuration.name == conf.name]
@@ -189,6 +176,30 @@ def calibrate_kube(
         raise Interrupted(f"interrupted while cleaning up: all {len(result.written)} probes stored in {out_dir}")
     progress.say(f"done: {len(result.written)} probes stored in {out_dir}")
     return result
+
+
+def _pending(probes: Sequence[Probe], mesh: str, out_dir: Path, resume: bool) -> tuple[list[str], list[Probe]]:
+    """(run ids already finished in ``out_dir``, probes still to run); finished ones need ``resume``."""
+    done = [p.run_id(mesh) for p in probes if _finished(out_dir, p.run_id(mesh))]
+    if done and not resume:
+        raise MeshsimError(f"--out: {out_dir} already holds {len(done)} finished probes of this plan "
+                           f"(e.g. {done[0]}); pass --resume to skip them, or choose another --out")
+    return done, [p for p in probes if p.run_id(mesh) not in done]
+
+
+def _survey_cluster(api: KubeApi, profile: MeshProfile, todo: Sequence[Probe], run: str, result: KubeCalibration,
+                    progress: _Progress) -> tuple[dict[str, Any], str]:
+    """The cluster's facts and the mesh's version, announced with the usage source (noted in ``result``)."""
+    facts = cluster_facts(api)
+    version = mesh_version(api, profile)
+    if profile.name == "istio" and any("tracing" in p.features for p in todo):
+        provider = istio_tracing_provider(api)
+        result.notes.append(f"istio tracing provider: {provider}")
+        progress.say(f"tracing probes export spans to istio's default tracing provider: {provider}")
+    result.resource_source = usage.detect_source(api)
+    progress.say(f"cluster {facts['kubernetes_version']} at {api.target.host}, {len(facts['nodes'])} nodes; "
+                 f"mesh {profile.name} {version}; run {run}; {len(todo)} probes; usage from {result.resource_source}")
+    return facts, version
 
 
 def _cleanup(api: KubeApi, run: str, result: KubeCalibration, hook: StepHook, progress: _Progress) -> bool:

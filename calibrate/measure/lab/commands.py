@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
 
@@ -24,12 +24,11 @@ from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, rea
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeResult, ProbeSettings, probe
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import pid_alive, pid_start_ticks
+from meshsim.progress import Progress
 
 DEFAULT_LAB_DIR = Path(".meshsim-lab")
 UP_TIMEOUT_S = 40.0
 DOWN_TIMEOUT_S = 15.0
-
-Progress = Callable[[str], None]
 
 
 def _stderr(message: str) -> None:

@@ -204,6 +204,54 @@ def _run_id(state: LabState, s: ProbeSettings, when: float) -> str:
     return f"lab-{spec.topology}-{spec.mode}-q{s.rps:g}-c{s.connections}-b{s.payload_bytes}-{stamp}"
 
 
+def _usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | None],
+           cpu_after: Mapping[str, float | None]) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU seconds over the load and resident memory after it, per component (replicas add up)."""
+    cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
+    memory: dict[str, float] = {"client/app": round(run.max_rss_mb, 1)}
+    for proc in state.processes:
+        key = component_of(proc.name)  # replicas add up under one component
+        before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
+        if before is not None and after is not None:
+            cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
+        rss = rss_mb_of(proc.pid)
+        if rss is not None:
+            memory[key] = round(memory.get(key, 0.0) + rss, 1)
+    return cpu, memory
+
+
+def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], spans: int | None,
+           saturated_at: float | None, cpu_window_s: float) -> list[str]:
+    """The run's notes: what was loaded, spans collected, calls missed, saturation (``saturated_at``: the achieved
+    rate when saturated), how usage was measured."""
+    spec = state.spec
+    notes = [f"lab {spec.topology} mode {spec.mode}; entry {state.entry_url}"]
+    done = int(result["DurationHistogram"]["Count"])
+    if spans is not None:
+        calls = done + settings.connections  # + fortio's warm-up calls
+        notes.append(f"collector received {spans} spans for {calls} requests (incl. warm-up)")
+    if settings.expected_calls is not None and done < settings.expected_calls:
+        notes.append(f"fortio completed {done} of {settings.expected_calls} planned calls (fell behind at the end)")
+    if saturated_at is not None:
+        notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
+    notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
+                 "(client/app: fortio's rusage); memory_mb: resident set size after the load "
+                 "(client/app: fortio's peak RSS)")
+    if state.cpu_limit_backend:
+        notes.append(f"cpu limit via {state.cpu_limit_backend}")
+    return notes
+
+
+def _free_folder(out_dir: Path, run_id: str) -> Path:
+    """``out_dir/run_id``, or with a suffix -2, -3 ... when a run of that id is already stored."""
+    folder = out_dir / run_id
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = out_dir / f"{run_id}-{suffix}"
+    return folder
+
+
 def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
     """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run."""
     fortio = find_binary("fortio")
@@ -230,33 +278,12 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
             raise RunFailed(f"lab probe: {errors} of {total} requests failed (codes {codes}) against {url}, above "
                             f"--max-errors {settings.max_error_fraction:g}; nothing stored")
         spans_after = collector_spans(state)
-        cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
-        memory: dict[str, float] = {"client/app": round(run.max_rss_mb, 1)}
-        for proc in state.processes:
-            key = component_of(proc.name)  # replicas add up under one component
-            before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
-            if before is not None and after is not None:
-                cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
-            rss = rss_mb_of(proc.pid)
-            if rss is not None:
-                memory[key] = round(memory.get(key, 0.0) + rss, 1)
+        cpu, memory = _usage(state, run, cpu_before, cpu_after)
         achieved = float(result.get("ActualQPS") or 0.0)
         saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
         spec = state.spec
-        notes = [f"lab {spec.topology} mode {spec.mode}; entry {state.entry_url}"]
-        if spans_before is not None and spans_after is not None:
-            calls = int(result["DurationHistogram"]["Count"]) + settings.connections  # + fortio's warm-up calls
-            notes.append(f"collector received {spans_after - spans_before} spans for {calls} requests (incl. warm-up)")
-        done = int(result["DurationHistogram"]["Count"])
-        if settings.expected_calls is not None and done < settings.expected_calls:
-            notes.append(f"fortio completed {done} of {settings.expected_calls} planned calls (fell behind at the end)")
-        if saturated:
-            notes.append(f"saturated: achieved {achieved:.1f} of {settings.rps:g} rps requested")
-        notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
-                     "(client/app: fortio's rusage); memory_mb: resident set size after the load "
-                     "(client/app: fortio's peak RSS)")
-        if state.cpu_limit_backend:
-            notes.append(f"cpu limit via {state.cpu_limit_backend}")
+        spans = (spans_after - spans_before) if spans_before is not None and spans_after is not None else None
+        notes = _notes(state, settings, result, spans, achieved if saturated else None, cpu_window_s)
         places = {str(work): "$RUN", state.lab_dir: "$LAB"}
         commands = "\n".join(f"{p.name}: {portable_command(p.command, places)}" for p in state.processes)
         provenance = (f"meshsim lab probe on host {machine_where(state)['host']} "
@@ -282,11 +309,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
             status="saturated" if saturated else "ok",
             notes="; ".join(notes),
         )
-        folder = out_dir / manifest.id
-        suffix = 1
-        while folder.exists():
-            suffix += 1
-            folder = out_dir / f"{manifest.id}-{suffix}"
+        folder = _free_folder(out_dir, manifest.id)
         # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
         raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
         write_run(folder, manifest, raw, access if access.exists() else None)

@@ -21,7 +21,7 @@ from meshsim.calibrate.measure.lab.envoy_config import (
     TlsServer,
     write_bootstrap,
 )
-from meshsim.calibrate.measure.lab.spec import LabSpec
+from meshsim.calibrate.measure.lab.spec import LabSpec, Service
 from meshsim.calibrate.measure.lab.supervisor import free_port
 
 
@@ -65,6 +65,23 @@ def envoy_argv(envoy: Path, config: Path, node: str, workers: int) -> tuple[str,
             "--service-cluster", node, "--service-node", node, "-l", "warning")
 
 
+def collector_process(port: int) -> ProcessPlan:
+    """The lab's span collector (tracing mode), a Python process of this package."""
+    argv = (sys.executable, "-m", "meshsim.calibrate.measure.lab.collector", "--port", str(port))
+    return ProcessPlan("collector", "collector", argv, (port,))
+
+
+def app_processes(service: Service, ports: list[int], targets: list[int], fortio: Path,
+                  data_dir: Path) -> list[ProcessPlan]:
+    """One service's app replicas: an echo server when it calls nobody, else a fortio hop to ``targets``."""
+    out = []
+    for replica, port in enumerate(ports):
+        name = f"{service.name}/app" + (f"#{replica}" if service.replicas > 1 else "")
+        argv = fortio_hop(fortio, port, targets) if service.calls else fortio_server(fortio, port, data_dir)
+        out.append(ProcessPlan(name, "app", argv, (port,)))
+    return out
+
+
 def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPlan:
     """Allocate ports, write configs (and the lab CA in mtls mode) under ``work_dir``; return what to start."""
     services = spec.services
@@ -78,9 +95,7 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
 
     collector_port = free_port() if mode == "tracing" else None
     if collector_port is not None:
-        processes.append(ProcessPlan("collector", "collector",
-                                     (sys.executable, "-m", "meshsim.calibrate.measure.lab.collector", "--port", str(collector_port)),
-                                     (collector_port,)))
+        processes.append(collector_process(collector_port))
     pki = None
     if mode == "mtls":
         from meshsim.calibrate.measure.lab.certs import make_lab_pki  # needs `cryptography` (the lab extra)
@@ -101,16 +116,10 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
         """Where a caller sends to reach service ``name`` (before any caller-side sidecar)."""
         return inbound_ports[name] if inbound else app_ports[name][0]
 
-    # Apps, leaves first.
+    # Apps, leaves first; a caller sends to its own sidecar's outbound listener (both sidecars) or the callee's front.
     for service in reversed(services):
-        for replica, port in enumerate(app_ports[service.name]):
-            name = f"{service.name}/app" + (f"#{replica}" if service.replicas > 1 else "")
-            if not service.calls:
-                argv = fortio_server(fortio, port, data_dir)
-            else:
-                targets = [outbound_ports[(service.name, c)] if both else front_port(c) for c in service.calls]
-                argv = fortio_hop(fortio, port, targets)
-            processes.append(ProcessPlan(name, "app", argv, (port,)))
+        targets = [outbound_ports[(service.name, c)] if both else front_port(c) for c in service.calls]
+        processes.extend(app_processes(service, app_ports[service.name], targets, fortio, data_dir))
 
     def add_envoy(name: str, kind: str, node: str, listeners: list[ListenerSpec], clusters: list[ClusterSpec]) -> None:
         admin = free_port()

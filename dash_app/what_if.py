@@ -1,8 +1,8 @@
-"""A what-if scenario: the validated state of the app's controls.
+"""A what-if: the validated state of the app's controls (not the model's ``meshsim.scenario.Scenario``).
 
-The page's controls arrive as loose JSON values; :func:`scenario_from_controls` turns them into one frozen
-:class:`Scenario` or raises a :class:`~meshsim.errors.MeshsimError` whose one-line message names the control.
-Everything the simulator needs to reproduce a point is in the scenario, so it doubles as the cache key.
+The page's controls arrive as loose JSON values; :func:`what_if_from_controls` turns them into one frozen
+:class:`WhatIf` or raises a :class:`~meshsim.errors.MeshsimError` whose one-line message names the control.
+Everything the simulator needs to reproduce a point is in the what-if, so it doubles as the cache key.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import base64
 import binascii
 import hashlib
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from meshsim.catalog import chain_length
 from meshsim.errors import ModelError
 
 UPLOADED = "__uploaded__"  # topology dropdown value meaning "the YAML file the user uploaded"
@@ -22,7 +22,7 @@ FEATURES = ("mtls", "tracing")  # offered when the mesh models cannot be read
 LB_MODES = ("client", "proxy")
 LOAD_MODELS = ("open", "fortio")
 MAX_UPLOAD_BYTES = 256 * 1024
-CHAIN = re.compile(r"^chain([1-9][0-9]?)$")  # the catalog's `chainN`: a chain of N services
+MAX_CHAIN = 99  # the longest `chainN` (a chain of N services, from the catalog) the app offers
 
 
 class ControlError(ModelError):
@@ -70,7 +70,7 @@ class MeshFeatures:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class WhatIf:
     """Everything that determines the predicted curves, except the mesh, which varies side by side."""
 
     topology: str  # built-in name, or the uploaded file's name
@@ -119,7 +119,7 @@ class Scenario:
             "proxy CPU limit": "none" if self.proxy_cpu_limit is None else f"{self.proxy_cpu_limit:g} cores",
         }
 
-    def with_cdf_rate(self, rate: float) -> "Scenario":
+    def with_cdf_rate(self, rate: float) -> "WhatIf":
         return replace(self, cdf_rate=rate)
 
 
@@ -174,17 +174,23 @@ def decode_upload(contents: str | None, filename: str | None) -> str:
         raise ControlError(f"{name}: not UTF-8 text (expected a topology YAML file)") from None
 
 
-def scenario_from_controls(
+def _is_chain(topology: str) -> bool:
+    """A catalog ``chainN`` name with N in 1..MAX_CHAIN."""
+    length = chain_length(topology)
+    return length is not None and 1 <= length <= MAX_CHAIN
+
+
+def what_if_from_controls(
     controls: Mapping[str, Any], known_topologies: Sequence[str], known_meshes: Sequence[str],
     known_features: Sequence[str] = FEATURES,
-) -> Scenario:
-    """Validate the page's control values into a Scenario; raise ControlError naming the first bad control."""
+) -> WhatIf:
+    """Validate the page's control values into a WhatIf; raise ControlError naming the first bad control."""
     topology = controls.get("topology") or ""
     text: str | None = None
     if topology == UPLOADED:
         text = decode_upload(controls.get("upload_contents"), controls.get("upload_filename"))
         topology = controls.get("upload_filename") or "uploaded.yaml"
-    elif topology not in known_topologies and not (CHAIN.match(topology) and "chainN" in known_topologies):
+    elif topology not in known_topologies and not (_is_chain(topology) and "chainN" in known_topologies):
         raise ControlError(f"topology: unknown {topology!r} (known: {', '.join(known_topologies)})")
 
     meshes = tuple(m for m in known_meshes if m in set(controls.get("meshes") or ()))
@@ -217,7 +223,7 @@ def scenario_from_controls(
         raise ControlError(f"payload (bytes): must be 0 or more, got {payload}")
     workers = _positive(controls.get("proxy_workers"), "proxy workers", integer=True, optional=True)
     cpu = _positive(controls.get("proxy_cpu_limit"), "proxy CPU limit (cores)", optional=True)
-    return Scenario(
+    return WhatIf(
         topology=topology, topology_text=text, meshes=meshes, features=features, features_off=features_off, lb=lb,
         load=load,
         connections=int(connections), rate_min=float(rate_min), rate_max=None if rate_max is None else float(rate_max),
@@ -225,7 +231,7 @@ def scenario_from_controls(
     )
 
 
-def input_changes(before: Scenario, after: Scenario) -> list[str]:
+def input_changes(before: WhatIf, after: WhatIf) -> list[str]:
     """One phrase per input that differs, e.g. ``features: mesh defaults -> mesh defaults + tracing``."""
     a, b = before.describe(), after.describe()
     changes = [f"{key}: {a[key]} -> {b[key]}" for key in a if a[key] != b[key]]

@@ -1,0 +1,81 @@
+"""The held fraction of a pass, recovered by simulation from bursts.
+
+A model with a known ``cpu_fraction`` is simulated under fortio bursts (c = 2, 4, 8 at 200 rps, no -uniform, both
+sidecars, 2 workers); the simulated latencies become fortio histograms of run folders; ``fit_held_fraction`` starts
+from the same model with any fraction and must find the known one back. The replay uses other seeds than the
+synthetic runs, so the recovery is not an identity; the grid's step (0.05 after refinement) bounds the tolerance.
+One-connection runs cannot identify the fraction: the fit returns None and the model gets the lab prior, saying so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from meshsim.calibrate.load.held_fraction import PRIOR, apply_held_fraction, burst_runs, fit_held_fraction
+from meshsim.calibrate.measure.dataset import load_runs
+from meshsim.calibrate.measure.fortio_histogram import result_json
+from meshsim.calibrate.fit.sim_check import calibration_topology
+from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+
+PASS = {"family": "gamma", "shape": 4.0, "scale_ms": 0.05, "shift_ms": 0.05, "source": "test truth"}
+BASELINE = {"family": "lognormal", "median_ms": 0.15, "sigma": 0.3, "shift_ms": 0.1, "source": "test truth"}
+TRUE_FRACTION = 0.7
+
+
+def _model(fraction: float) -> dict:
+    return {
+        "schema": "meshsim/mesh/v1", "name": "truth", "version": "test", "description": "known passes",
+        "sources": {"test": "tests/test_held_fraction.py"},
+        "proxy": {"kind": "envoy", "placement": "sidecar", "dispatch": "pinned", "connection_balance": "round_robin",
+                  "workers": 2, "cpu_limit": None, "header_bytes": 0, "per_kb_ms": 0.0, "source": "test truth",
+                  "cpu_fraction": fraction,
+                  "passes": {k: PASS for k in ("inbound_request", "inbound_response", "outbound_request",
+                                               "outbound_response")}},
+        "calibration": {"baseline": BASELINE},
+    }
+
+
+def _burst_run(tmp: Path, connections: int) -> Path:
+    from meshsim.sim.predict import predict
+
+    model = _model(TRUE_FRACTION)
+    model_path = tmp / "truth.yaml"
+    model_path.write_text(yaml.safe_dump(model, sort_keys=False))
+    pred = predict(calibration_topology(model, tmp), model_path, rps=200, load="fortio", connections=connections,
+                   scope="both", warmup_s=0.0, duration_s=20.0, replications=1, processes=1, seed=11,
+                   saturation=False).to_dict()
+    cdf = pred["latency_cdf_ms"]
+    samples = np.interp(np.random.default_rng(connections).uniform(0, 1, 4000), cdf["q"], cdf["ms"]) * 1e-3
+    manifest = RunManifest(
+        id=f"burst-c{connections}", source="lab", provenance="simulated by meshsim (truth.yaml), test",
+        when="2026-11-23T00:00:00Z", where={"simulator": "meshsim"},
+        setup=Setup(mesh="truth", path="both-sidecars", proxy_workers=2),
+        load=LoadSettings(rps=200, connections=connections, duration_s=20.0, resolution_s=1e-5))
+    result = result_json(samples, 1e-5, requested_rps=200, connections=connections)
+    return write_run(tmp / "runs" / manifest.id, manifest, result)
+
+
+@pytest.mark.slow
+def test_a_known_held_fraction_is_recovered_from_bursts(tmp_path: Path) -> None:
+    folders = [_burst_run(tmp_path, c) for c in (2, 4, 8)]
+    runs = load_runs(folders).runs
+    assert len(burst_runs(runs)) == 3
+    fit = fit_held_fraction(_model(0.2), runs, tmp_path / "work", seed=5)
+    assert fit is not None
+    assert fit.fraction == pytest.approx(TRUE_FRACTION, abs=0.1)
+    # the objective is informative: far fractions are clearly worse than the chosen one
+    scores = dict(fit.objective)
+    assert scores[0.1] > 3 * scores[fit.fraction] and scores[1.0] > scores[fit.fraction]
+
+
+def test_one_connection_runs_get_the_prior_and_say_so() -> None:
+    model = _model(0.9)
+    notes: list[str] = []
+    apply_held_fraction(model, None, notes)
+    assert model["proxy"]["cpu_fraction"] == PRIOR
+    assert "used a prior" in notes[0] and "0.9" in notes[0]
+    assert "used a prior" in model["proxy"]["source"]
