@@ -22,9 +22,10 @@ from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.catalog import load_topology
 from meshsim.cli import main
 from meshsim.errors import MeshsimError
-from meshsim.mesh import load_mesh_text
+from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 from meshsim.topology import load_topology_text, topology_from_data
+from meshsim.yamlio import parse_yaml_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAIN3 = (ROOT / "models/topologies/chain3.yaml").read_text()
@@ -32,6 +33,10 @@ ISTIO = (ROOT / "models/meshes/istio.yaml").read_text()
 # hypothesis: few examples, no per-example deadline (the first YAML parse warms caches), the whole file < 1 min
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                         HealthCheck.too_slow])
+
+
+def load_mesh_text(text: str) -> MeshModel:
+    return mesh_from_data(parse_yaml_text(text, "mesh.yaml"), "mesh.yaml")
 
 
 def one_clean_line(exc: MeshsimError) -> str:
