@@ -252,6 +252,10 @@ def test_a_gzip_bomb_stops_at_the_cap_while_streaming(tmp_path: Path, monkeypatc
     run_refused(folder, "access log larger than 1000000 bytes (decompressed)")
     monkeypatch.setattr(fortio_result, "MAX_ACCESS_LOG_BYTES", 10_000_000)
     assert load_run(folder).result.samples.size == 100_000  # the same file within the cap loads
+    with gzip.open(folder / "access.jsonl.gz", "wb") as fh:  # one endless line: refused after 64 KB
+        for _ in range(100):
+            fh.write(b"1" * 100_000)
+    run_refused(folder, "a line longer than 65536 characters")
 
 
 def test_fit_out_into_a_missing_folder(tmp_path: Path, capsys) -> None:

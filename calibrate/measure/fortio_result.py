@@ -31,6 +31,7 @@ PROVENANCE_KEYS = ("Labels", "StartTime", "RequestedQPS", "ActualQPS", "NumThrea
 # probe we run (the shipped logs are under 1 MB). A 400 KB gzip bomb that expands to 400 MB stops at the cap.
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 MAX_ACCESS_LOG_BYTES = 256 * 1024 * 1024
+MAX_LOG_LINE = 64 * 1024  # one access-log entry is ~130 characters
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,10 @@ def _log_lines(path: Path) -> Any:
     raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
     with raw, io.TextIOWrapper(raw, encoding="utf-8") as text:  # type: ignore[arg-type]
         read = 0
-        for line in text:
+        while line := text.readline(MAX_LOG_LINE + 1):  # bounded: one endless line is no bomb either
             read += len(line)
+            if len(line) > MAX_LOG_LINE:
+                raise _fail(str(path), f"a line longer than {MAX_LOG_LINE} characters: not a fortio access log")
             if read > MAX_ACCESS_LOG_BYTES:
                 raise _fail(str(path), f"access log larger than {MAX_ACCESS_LOG_BYTES} bytes (decompressed): "
                             "not read")
