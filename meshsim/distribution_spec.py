@@ -12,16 +12,29 @@ from meshsim.yamlio import Section
 
 _META_KEYS = ("source", "fit", "note")
 
+# Upper bounds, so that every sample and every mean the engine computes stays a finite float:
+# - no single step of a request takes longer than an hour (a model in milliseconds describes requests, and a
+#   simulated hour per step already makes any run meaningless);
+# - lognormal sigma <= 5: p99.9 is then e^15 (3 million) times the median and exp(mu + sigma z) cannot overflow;
+#   fitted proxies have sigma < 2 (models/meshes). sigma 1000 overflowed sampling to inf;
+# - cv <= 100 (a lognormal of sigma 3, a gamma of shape 1e-4); Weibull shape >= 0.1 (its mean is then 10! = 3.6 million times the scale).
+MAX_MS = 3_600_000.0
+BOUNDS = {"sigma": 5.0, "cv": 100.0}
+MIN_WEIBULL_SHAPE = 0.1
+
 
 def _number(spec: Mapping[str, Any], key: str, where: str, *, positive: bool = True, allow_zero: bool = False) -> float:
     if key not in spec:
         raise ModelError(f"{where}: missing key '{key}'")
     value = spec[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ModelError(f"{where}.{key}: expected a number, got {value!r}")
+        raise ModelError(f"{where}.{key}: expected a finite number, got {value!r}")
     if positive and (value < 0 or (value == 0 and not allow_zero)):
         bound = ">= 0" if allow_zero else "> 0"
         raise ModelError(f"{where}.{key}: must be {bound}, got {value}")
+    bound = MAX_MS if key.endswith("_ms") else BOUNDS.get(key)
+    if bound is not None and value > bound:
+        raise ModelError(f"{where}.{key}: must be <= {bound:g}, got {value:g}")
     return float(value)
 
 
@@ -43,6 +56,13 @@ def _gamma(spec: Mapping[str, Any], where: str) -> Distribution:
         shape = 1 / cv**2
         return Gamma(shape, mean / shape)
     return Gamma(_number(spec, "shape", where), _number(spec, "scale_ms", where) * MS)
+
+
+def _weibull_shape(spec: Mapping[str, Any], where: str) -> float:
+    shape = _number(spec, "shape", where)
+    if shape < MIN_WEIBULL_SHAPE:
+        raise ModelError(f"{where}.shape: must be >= {MIN_WEIBULL_SHAPE} for a Weibull, got {shape:g}")
+    return shape
 
 
 def _uniform(spec: Mapping[str, Any], where: str) -> Distribution:
@@ -74,8 +94,8 @@ def _empirical(spec: Mapping[str, Any], where: str) -> Distribution:
     values = spec.get("values_ms")
     if not isinstance(values, list) or not values:
         raise ModelError(f"{where}.values_ms: expected a non-empty list of milliseconds")
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in values):
-        raise ModelError(f"{where}.values_ms: every value must be a number >= 0")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_MS for v in values):
+        raise ModelError(f"{where}.values_ms: every value must be a number in [0, {MAX_MS:g}]")
     return Empirical(tuple(float(v) * MS for v in values))
 
 
@@ -91,7 +111,7 @@ _FAMILIES = {
     "exponential": lambda s, w: Exponential(_number(s, "mean_ms", w) * MS),
     "lognormal": _lognormal,
     "gamma": _gamma,
-    "weibull": lambda s, w: Weibull(_number(s, "shape", w), _number(s, "scale_ms", w) * MS),
+    "weibull": lambda s, w: Weibull(_weibull_shape(s, w), _number(s, "scale_ms", w) * MS),
     "uniform": _uniform,
     "mixture": _mixture,
     "empirical": _empirical,
@@ -105,13 +125,13 @@ def parse_distribution(spec: Any, where: str) -> Distribution:
     if isinstance(spec, bool):
         raise ModelError(f"{where}: expected a distribution mapping or milliseconds, got {spec!r}")
     if isinstance(spec, (int, float)):
-        if spec < 0 or not math.isfinite(spec):
-            raise ModelError(f"{where}: a duration must be >= 0 ms, got {spec}")
+        if not 0 <= spec <= MAX_MS:
+            raise ModelError(f"{where}: a duration must be in [0, {MAX_MS:g}] ms, got {spec}")
         return Deterministic(float(spec) * MS)
     if not isinstance(spec, Mapping):
         raise ModelError(f"{where}: expected a distribution mapping, got {type(spec).__name__}")
     family = spec.get("family")
-    if family not in _FAMILIES:
+    if not isinstance(family, str) or family not in _FAMILIES:
         raise ModelError(f"{where}.family: unknown family {family!r} (known: {', '.join(FAMILIES)})")
     dist = _FAMILIES[family](spec, where)
     if "shift_ms" in spec:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+
+
+def _scipy_stats() -> Any:
+    """scipy.stats, imported on first use: it takes seconds to import and ``meshsim --help`` needs none of it."""
+    from scipy import stats
+
+    return stats
 
 
 MS = 1e-3
@@ -96,7 +102,7 @@ class Exponential(Distribution):
         return rng.exponential(self.mean_s, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return stats.expon.cdf(x, scale=self.mean_s)
+        return _scipy_stats().expon.cdf(x, scale=self.mean_s)
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "exponential", "mean_ms": self.mean_s / MS}
@@ -121,7 +127,7 @@ class LogNormal(Distribution):
         return rng.lognormal(self.mu, self.sigma, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return stats.lognorm.cdf(x, self.sigma, scale=math.exp(self.mu))
+        return _scipy_stats().lognorm.cdf(x, self.sigma, scale=math.exp(self.mu))
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "lognormal", "median_ms": math.exp(self.mu) / MS, "sigma": self.sigma}
@@ -144,7 +150,7 @@ class Gamma(Distribution):
         return rng.gamma(self.shape, self.scale, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return stats.gamma.cdf(x, self.shape, scale=self.scale)
+        return _scipy_stats().gamma.cdf(x, self.shape, scale=self.scale)
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "gamma", "shape": self.shape, "scale_ms": self.scale / MS}
@@ -157,18 +163,18 @@ class Weibull(Distribution):
 
     @property
     def mean(self) -> float:
-        return self.scale * special.gamma(1 + 1 / self.shape)
+        return self.scale * math.gamma(1 + 1 / self.shape)
 
     @property
     def variance(self) -> float:
-        g1, g2 = special.gamma(1 + 1 / self.shape), special.gamma(1 + 2 / self.shape)
+        g1, g2 = math.gamma(1 + 1 / self.shape), math.gamma(1 + 2 / self.shape)
         return self.scale**2 * (g2 - g1**2)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self.scale * rng.weibull(self.shape, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return stats.weibull_min.cdf(x, self.shape, scale=self.scale)
+        return _scipy_stats().weibull_min.cdf(x, self.shape, scale=self.scale)
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "weibull", "shape": self.shape, "scale_ms": self.scale / MS}
@@ -191,7 +197,7 @@ class Uniform(Distribution):
         return rng.uniform(self.low, self.high, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return stats.uniform.cdf(x, self.low, self.high - self.low)
+        return _scipy_stats().uniform.cdf(x, self.low, self.high - self.low)
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "uniform", "low_ms": self.low / MS, "high_ms": self.high / MS}

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 
 from meshsim.distributions import MS, Distribution
 from meshsim.distribution_spec import distribution_at, parse_distribution
-from meshsim.errors import ModelError
+from meshsim.errors import FieldError, ModelError
+from meshsim.limits import MAX_CORES, MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, check_finite
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section
 
@@ -101,8 +102,11 @@ class MeshModel:
             return self
         proxy = self.proxy
         if workers is not None:
+            if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+                raise FieldError("proxy_workers", f"an integer in [1, {MAX_WORKERS}], got {workers!r}")
             proxy = replace(proxy, workers=workers)
         if cpu_limit is not None:
+            check_finite("proxy_cpu_limit", cpu_limit, low=MIN_CPU_LIMIT, high=MAX_CORES)
             proxy = replace(proxy, cpu_limit=cpu_limit)
         return replace(self, proxy=proxy)
 
@@ -110,6 +114,8 @@ class MeshModel:
 # ---------------------------------------------------------------------------------------------------------------
 
 _META = ("source", "note", "fit", "description")
+# A second per KB is a 8 kbit/s link; beyond it a payload-sized request never finishes in simulated time.
+MAX_PER_KB_MS = 1000.0
 
 
 def _memory(s: Section | None) -> Memory:
@@ -120,7 +126,7 @@ def _memory(s: Section | None) -> Memory:
 
 
 def _cpu_limit(s: Section) -> float | None:
-    return s.number("cpu_limit", strictly_positive=True) if s.has("cpu_limit") else None
+    return s.number("cpu_limit", minimum=MIN_CPU_LIMIT, maximum=MAX_CORES) if s.has("cpu_limit") else None
 
 
 def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
@@ -136,13 +142,13 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     return ProxyModel(
         kind=s.string("kind", "envoy"),
         passes=passes,
-        workers=s.integer("workers", 2),
+        workers=s.integer("workers", 2, maximum=MAX_WORKERS),
         dispatch=s.choice("dispatch", DISPATCH, "pinned"),
         placement=s.choice("placement", PLACEMENT, "sidecar"),
         connection_balance=s.choice("connection_balance", BALANCE, "hash"),
         cpu_limit=_cpu_limit(s),
-        header_bytes=s.integer("header_bytes", 0, minimum=0),
-        per_kb=s.number("per_kb_ms", 0.0) * MS,
+        header_bytes=s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
+        per_kb=s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
         post_response=distribution_at(s, "post_response", required=False),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         memory=_memory(s.section("memory", required=False)),
@@ -170,19 +176,20 @@ def _feature(name: str, s: Section) -> Feature:
     hs = s.section("handshake", required=False)
     if hs is not None:
         hs.reject_unknown(("cpu", "round_trips", *_META))
-        handshake = Handshake(distribution_at(hs, "cpu"), hs.integer("round_trips", 1, minimum=0))
+        handshake = Handshake(distribution_at(hs, "cpu"), hs.integer("round_trips", 1, minimum=0, maximum=100))
     collector = None
     cs = s.section("collector", required=False)
     if cs is not None:
         cs.reject_unknown(("workers", "service", *_META))
-        collector = Collector(cs.integer("workers", 1), distribution_at(cs, "service"))
+        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"))
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
     default = s.get("default", False)
     if not isinstance(default, bool):
         raise ModelError(f"{s.key('default')}: expected true or false, got {default!r}")
-    return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0) * MS, s.integer("header_bytes", 0, minimum=0),
+    return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
+                   s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
                    handshake, distribution_at(s, "post_response", required=False), collector, sampling,
                    s.get("description", ""))
 

@@ -61,6 +61,8 @@ class PredictOptions:
     seed: int = 1
     processes: int | None = None
     saturation: bool = True  # search the saturation rate (costly; sweeps find it from the curve)
+    max_events: float | None = None  # cost budget in station visits (None: RunSettings' default)
+    time_limit_s: float | None = None  # wall-clock limit on adding replications (None: RunSettings' default)
 
     def with_changes(self, **changes: Any) -> "PredictOptions":
         return replace(self, **changes)
@@ -153,13 +155,15 @@ def _rate(options: PredictOptions) -> float:
 def build_settings(options: PredictOptions) -> RunSettings:
     if options.processes is not None:
         _check_int(options.processes, "processes", minimum=1)
-    for name in ("duration_s", "warmup_s", "precision"):
+    for name in ("duration_s", "warmup_s", "precision", "max_events", "time_limit_s"):
         value = getattr(options, name)
         if value is not None:
             _check_finite(value, name)
     settings = RunSettings(duration_s=options.duration_s, warmup_s=options.warmup_s,
                            replications=options.replications, seed=options.seed, precision=options.precision,
-                           processes=options.processes, saturation_search=options.saturation)
+                           processes=options.processes, saturation_search=options.saturation,
+                           **{k: getattr(options, k) for k in ("max_events", "time_limit_s")
+                              if getattr(options, k) is not None})
     settings.validate()
     return settings
 

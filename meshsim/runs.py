@@ -8,22 +8,26 @@ Writing is atomic (a temporary folder renamed into place) so an interrupted cali
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
 from dataclasses import MISSING, asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 import yaml
 
 from meshsim.errors import ModelError
+from meshsim.yamlio import parse_yaml_text
 
 SCHEMA = "meshsim/run/v1"
 PATH_MODES = ("baseline", "server-sidecar", "both-sidecars", "proxy-lb", "client-lb")
 SOURCES = ("lab", "kube", "istio-tools", "published")
 STATUSES = ("ok", "saturated", "failed")
 MANIFEST = "manifest.yaml"
+# A manifest is a page of YAML; anything this large is not one (and is not read into memory).
+MAX_MANIFEST_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -111,15 +115,70 @@ def manifest_from_dict(data: Any, where: str) -> RunManifest:
         if not isinstance(body.get(key), Mapping):
             raise _fail(where, key, "missing or not a mapping")
     setup_data = dict(body["setup"])
-    setup_data["features"] = tuple(setup_data.get("features") or ())
+    features = setup_data.get("features") or ()
+    if not isinstance(features, (list, tuple)) or not all(isinstance(f, str) for f in features):
+        raise _fail(where, "setup.features", f"expected a list of feature names, got {features!r}")
+    setup_data["features"] = tuple(features)
     body["setup"] = _take(setup_data, Setup, where, "setup.")
     load = dict(body["load"])
     if "qps" in load and "rps" not in load:  # run folders written before the rate had one name (meshsim 0.1)
         load["rps"] = load.pop("qps")
     body["load"] = _take(load, LoadSettings, where, "load.")
     manifest = _take(body, RunManifest, where, "")
+    _check_types(manifest, where)
     _check(manifest, where)
     return manifest
+
+
+# Expected kind of every typed key (None allowed where the dataclass default is None); a manifest is written by
+# hand or by another tool, so "connections: many" or "id: 7" must be one error line, not a TypeError later.
+_KINDS: dict[str, str] = {
+    "id": "text", "source": "text", "provenance": "text", "status": "text", "notes": "text",
+    "setup.mesh": "text", "setup.path": "text", "setup.topology": "text", "setup.proxy_workers": "int?",
+    "setup.proxy_cpu_limit": "number?", "setup.replicas": "int", "setup.payload_bytes": "int",
+    "load.generator": "text", "load.rps": "number?", "load.connections": "int", "load.duration_s": "number?",
+    "load.uniform": "bool", "load.jitter": "bool", "load.nocatchup": "bool", "load.resolution_s": "number?",
+    "load.url": "text",
+}
+
+
+def _kind_ok(value: Any, kind: str) -> bool:
+    if value is None:
+        return kind.endswith("?")
+    kind = kind.rstrip("?")
+    if kind == "text":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) if kind == "int" else math.isfinite(value)
+
+
+def _check_types(m: RunManifest, where: str) -> None:
+    for key, kind in _KINDS.items():
+        obj: Any = m
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        if not _kind_ok(obj, kind):
+            expected = {"text": "text", "bool": "true or false", "int": "an integer", "number": "a finite number"}
+            raise _fail(where, key, f"expected {expected[kind.rstrip('?')]}, got {obj!r}")
+    for section in ("where", "cpu_seconds", "memory_mb", "files"):
+        if not isinstance(getattr(m, section), Mapping):
+            raise _fail(where, section, f"expected a mapping, got {getattr(m, section)!r}")
+    for section in ("cpu_seconds", "memory_mb"):
+        for name, value in getattr(m, section).items():
+            if not _kind_ok(value, "number") or value < 0:
+                raise _fail(where, f"{section}.{name}", f"must be a finite number >= 0, got {value!r}")
+    for name, value in m.files.items():
+        if not isinstance(value, str) or not _inside(value):
+            raise _fail(where, f"files.{name}", f"must be a file name inside the run folder, got {value!r}")
+
+
+def _inside(name: str) -> bool:
+    """A relative path that cannot leave its folder (no absolute path, no '..', no drive)."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    return bool(name) and not path.is_absolute() and ".." not in path.parts and ":" not in name
 
 
 def _check(m: RunManifest, where: str) -> None:
@@ -137,9 +196,6 @@ def _check(m: RunManifest, where: str) -> None:
         raise _fail(where, "load.connections", f"must be >= 1, got {m.load.connections}")
     if m.load.rps is not None and m.load.rps < 0:
         raise _fail(where, "load.rps", f"must be >= 0, got {m.load.rps}")
-    for name, seconds in m.cpu_seconds.items():
-        if not isinstance(seconds, (int, float)) or seconds < 0:
-            raise _fail(where, f"cpu_seconds.{name}", f"must be a non-negative number, got {seconds!r}")
 
 
 def read_manifest(folder_or_file: str | Path) -> RunManifest:
@@ -149,16 +205,14 @@ def read_manifest(folder_or_file: str | Path) -> RunManifest:
         path = path / MANIFEST
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ModelError(f"{where}: larger than {MAX_MANIFEST_BYTES} bytes: not a run manifest")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ModelError(f"{where}: cannot read manifest ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ModelError(f"{where}:{line} invalid YAML ({getattr(exc, 'problem', exc)})") from None
-    return manifest_from_dict(data, where)
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{where}: not UTF-8 text (byte {exc.object[exc.start]:#x} at offset {exc.start})") from None
+    return manifest_from_dict(parse_yaml_text(text, where), where)
 
 
 def write_run(

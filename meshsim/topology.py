@@ -12,7 +12,8 @@ from typing import Any, Mapping, Union
 
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import distribution_at, parse_distribution
-from meshsim.errors import ModelError
+from meshsim.errors import FieldError, ModelError
+from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
 
@@ -120,6 +121,9 @@ class Topology:
 
     def with_payload(self, response_bytes: int) -> "Topology":
         """Every service answers ``response_bytes`` (fortio echo ?size=...)."""
+        if isinstance(response_bytes, bool) or not isinstance(response_bytes, int) \
+                or not 0 <= response_bytes <= MAX_MESSAGE_BYTES:
+            raise FieldError("payload_bytes", f"must be an integer in [0, {MAX_MESSAGE_BYTES}], got {response_bytes!r}")
         services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
         return replace(self, services=services)
 
@@ -162,10 +166,10 @@ def _service(name: str, raw: Any, where: str) -> Service:
     return Service(
         name=name,
         handler=handler,
-        replicas=s.integer("replicas", 1),
-        cores=s.integer("cores", 1),
-        request_bytes=s.integer("request_bytes", 200, minimum=0),
-        response_bytes=s.integer("response_bytes", 1024, minimum=0),
+        replicas=s.integer("replicas", 1, maximum=MAX_REPLICAS),
+        cores=s.integer("cores", 1, maximum=MAX_CORES),
+        request_bytes=s.integer("request_bytes", 200, minimum=0, maximum=MAX_MESSAGE_BYTES),
+        response_bytes=s.integer("response_bytes", 1024, minimum=0, maximum=MAX_MESSAGE_BYTES),
         node=s.get("node"),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
     )
@@ -178,14 +182,14 @@ def _network(s: Section) -> Network:
     for i, raw in enumerate(s.get("edge", [])):
         e = Section(raw, f"{s.key('edge')}[{i}]")
         e.reject_unknown(("name", "latency", "workers", "service", "source", "note"))
-        workers = e.integer("workers") if e.has("workers") else None
+        workers = e.integer("workers", maximum=MAX_WORKERS) if e.has("workers") else None
         service = distribution_at(e, "service", required=workers is not None)
         edge.append(EdgeHop(e.string("name"), distribution_at(e, "latency"), workers, service))
     return Network(
         loopback=distribution_at(s, "loopback"),
         same_node=distribution_at(s, "same_node"),
         cross_node=distribution_at(s, "cross_node"),
-        bandwidth_bps=s.number("bandwidth_gbps", strictly_positive=True) * 1e9,
+        bandwidth_bps=s.number("bandwidth_gbps", strictly_positive=True, maximum=MAX_BANDWIDTH_GBPS) * 1e9,
         client_rtt=distribution_at(s, "client_rtt", required=False),
         edge=tuple(edge),
     )
@@ -198,21 +202,30 @@ def _check_graph(services: Mapping[str, Service], entry: str, where: str) -> Non
         for callee in svc.callees():
             if callee not in services:
                 raise ModelError(f"{where} services.{svc.name}.handler: calls unknown service {callee!r}")
+    _check_acyclic(services, where)
+
+
+def _check_acyclic(services: Mapping[str, Service], where: str) -> None:
+    """Depth-first search with an explicit stack: a 3,000-service chain must not hit Python's recursion limit."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for callee in services[name].callees():
-            if state.get(callee) == 1:
-                cycle = " -> ".join(path[path.index(callee):] + [callee]) if callee in path else callee
+    for root in services:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [iter(services[root].callees())]
+        while stack:
+            callee = next(stack[-1], None)
+            if callee is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(callee) == 1:
+                cycle = " -> ".join(path[path.index(callee):] + [callee])
                 raise ModelError(f"{where} services: call graph has a cycle: {cycle}")
-            if state.get(callee) is None:
-                visit(callee, path + [callee])
-        state[name] = 2
-
-    for name in services:
-        if name not in state:
-            visit(name, [name])
+            elif callee not in state:
+                state[callee] = 1
+                path.append(callee)
+                stack.append(iter(services[callee].callees()))
 
 
 def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
@@ -225,6 +238,9 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
     assert services_sec is not None
     if not services_sec.data:
         raise ModelError(f"{top.key('services')}: no services")
+    if len(services_sec.data) > MAX_SERVICES:
+        raise ModelError(f"{top.key('services')}: {len(services_sec.data)} services, at most {MAX_SERVICES} "
+                         "(meshsim/limits.py says why)")
     services = {str(n): _service(str(n), raw, services_sec.key(str(n))) for n, raw in services_sec.data.items()}
     entry = top.string("entry")
     _check_graph(services, entry, f"{where}:")
@@ -241,7 +257,7 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
         for node in nodes.data:
             n = Section(nodes.data[node], nodes.key(str(node)))
             n.reject_unknown(("cores", "source", "note"))
-            node_cores[str(node)] = n.number("cores", strictly_positive=True)
+            node_cores[str(node)] = n.number("cores", strictly_positive=True, maximum=MAX_CORES)
     return Topology(top.string("name"), entry, services, network, client, top.get("description", ""), where, digest,
                     node_cores)
 
@@ -253,8 +269,8 @@ def load_topology_text(text: str, where: str = "<uploaded topology>") -> Topolog
 
 def chain_topology(template: Topology, n: int) -> Topology:
     """``chainN``: the chain3 template stretched to n services s1 -> ... -> sN (middle hops like s2, leaf like s3)."""
-    if n < 1:
-        raise ModelError(f"chain{n}: a chain needs at least one service")
+    if not 1 <= n <= MAX_SERVICES:
+        raise ModelError(f"chain{n}: a chain has 1 to {MAX_SERVICES} services (meshsim/limits.py says why)")
     middle, leaf = template.services["s2"], template.services["s3"]
     services: dict[str, Service] = {}
     for i in range(1, n + 1):

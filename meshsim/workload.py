@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Union
-
-import math
 
 from meshsim.distributions import Distribution
 from meshsim.errors import FieldError
@@ -131,12 +130,16 @@ class RunSettings:
     processes: int | None = None
     drain_s: float = 5.0
     saturation_search: bool = True  # find the saturation rate (costly: sweeps find it from their curve instead)
+    # Bounded cost (meshsim.sim.cost): a run estimated above max_events station visits is refused before it starts;
+    # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
+    max_events: float = 5e7
+    time_limit_s: float | None = 60.0
 
     def validate(self) -> None:
-        if self.duration_s is not None and not self.duration_s > 0:
-            raise FieldError("duration_s", f"must be > 0 seconds, got {self.duration_s}")
-        if self.warmup_s is not None and not self.warmup_s >= 0:
-            raise FieldError("warmup_s", f"must be >= 0 seconds, got {self.warmup_s}")
+        if self.duration_s is not None and not 0 < self.duration_s < math.inf:
+            raise FieldError("duration_s", f"must be > 0 seconds and finite, got {self.duration_s}")
+        if self.warmup_s is not None and not 0 <= self.warmup_s < math.inf:
+            raise FieldError("warmup_s", f"must be >= 0 seconds and finite, got {self.warmup_s}")
         if self.replications is not None and self.replications < 1:
             raise FieldError("replications", f"must be >= 1, got {self.replications}")
         if self.precision is not None and not 0 < self.precision < 1:
@@ -145,6 +148,10 @@ class RunSettings:
             raise FieldError("seed", f"must be >= 0, got {self.seed}")
         if self.processes is not None and self.processes < 1:
             raise FieldError("processes", f"must be >= 1, got {self.processes}")
+        if not 0 < self.max_events < math.inf:
+            raise FieldError("max_events", f"must be > 0 and finite, got {self.max_events}")
+        if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
+            raise FieldError("time_limit_s", f"must be > 0 seconds and finite, got {self.time_limit_s}")
 
 
 def validate_load(load: Load) -> None:
@@ -163,3 +170,5 @@ def validate_load(load: Load) -> None:
         warmup_mode(load.version, load.warmup)
     elif load.users < 1:
         raise FieldError("connections", f"sequential users must be >= 1, got {load.users}")
+    elif not 0 <= load.think.mean < math.inf:
+        raise FieldError("think_ms", f"must be >= 0 ms and finite, got {load.think.mean * 1e3}")

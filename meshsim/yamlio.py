@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -10,16 +11,73 @@ import yaml
 
 from meshsim.errors import ModelError
 
+# Nesting deeper than this is no model or manifest anyone writes (ours nest 6 levels); PyYAML composes and
+# constructs recursively, so a hostile file 5,000 levels deep would end in RecursionError instead of an error line.
+MAX_YAML_DEPTH = 64
+# A model file or manifest is a few KB; refuse before parsing anything that could only exhaust memory.
+MAX_YAML_BYTES = 16 * 1024 * 1024
+
+
+class StrictSafeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` (no Python tags) that also refuses duplicate mapping keys and deep nesting.
+
+    A duplicate key silently replaced the first definition (a whole service could vanish); the depth is checked
+    while composing, before the recursive constructors run.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the base constructor reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Safe-load one YAML document with :class:`StrictSafeLoader` (raises ``yaml.YAMLError``)."""
+    loader = StrictSafeLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
 
 def parse_yaml_text(text: str, where: str) -> Any:
     """Parse YAML, turning syntax errors into one line naming ``where`` and the line number."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ModelError(f"{where}: {len(text)} bytes is larger than the {MAX_YAML_BYTES} bytes a model file may be")
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ModelError(f"{where}:{line}: invalid YAML ({problem})") from None
+    except RecursionError:  # belt and braces: flow collections nest below compose_node's view in some versions
+        raise ModelError(f"{where}: invalid YAML (nested too deeply)") from None
 
 
 def read_yaml(path: Path) -> tuple[Any, str]:
@@ -69,19 +127,25 @@ class Section:
         return Section(self.data[name], self.key(name))
 
     def number(self, name: str, default: float | None = None, *, minimum: float | None = 0.0,
-               strictly_positive: bool = False) -> float:
+               strictly_positive: bool = False, maximum: float | None = None) -> float:
+        """A finite number (``.inf`` and ``.nan`` are refused) within the bounds."""
         value = self.get(name, default)
         if value is None:
             raise ModelError(f"{self.key(name)}: missing")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ModelError(f"{self.key(name)}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ModelError(f"{self.key(name)}: expected a finite number, got {value}")
         if strictly_positive and value <= 0:
             raise ModelError(f"{self.key(name)}: must be > 0, got {value}")
         if minimum is not None and value < minimum:
             raise ModelError(f"{self.key(name)}: must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ModelError(f"{self.key(name)}: must be <= {maximum:g}, got {value:g}")
         return float(value)
 
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 1) -> int:
+    def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
+                maximum: int | None = None) -> int:
         value = self.get(name, default)
         if value is None:
             raise ModelError(f"{self.key(name)}: missing")
@@ -89,6 +153,8 @@ class Section:
             raise ModelError(f"{self.key(name)}: expected an integer, got {value!r}")
         if value < minimum:
             raise ModelError(f"{self.key(name)}: must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ModelError(f"{self.key(name)}: must be <= {maximum}, got {value}")
         return value
 
     def choice(self, name: str, options: tuple[str, ...], default: str | None = None) -> str:

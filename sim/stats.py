@@ -51,7 +51,8 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Estimate:
 
 def pooled_cdf(samples: Sequence[np.ndarray]) -> tuple[list[float], list[float]]:
     """Quantile levels and pooled latency quantiles (seconds) for CDF plots."""
-    pooled = np.concatenate([s for s in samples if s.size]) if samples else np.empty(0)
+    present = [s for s in samples if s.size]
+    pooled = np.concatenate(present) if present else np.empty(0)  # an overloaded run may complete nothing
     if pooled.size == 0:
         return list(CDF_LEVELS), [float("nan")] * len(CDF_LEVELS)
     return list(CDF_LEVELS), np.quantile(pooled, CDF_LEVELS).tolist()

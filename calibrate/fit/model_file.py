@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import yaml
 
 from meshsim.errors import ModelError
+from meshsim.yamlio import read_yaml
 
 PROXY_KINDS = {"istio": "envoy", "envoy": "envoy", "linkerd": "linkerd2-proxy", "traefik": "traefik"}
 SHARED_DISPATCH = ("linkerd2-proxy", "traefik")
@@ -100,10 +101,7 @@ def write_model(model: Mapping[str, Any], out: str | Path) -> Path:
 
 
 def read_model(path: str | Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"{path}: cannot read mesh model ({exc})") from None
+    data, _ = read_yaml(Path(path))  # the strict loader: one line on duplicate keys, deep nesting, bad bytes
     if not isinstance(data, dict):
         raise ModelError(f"{path}: not a mesh model (top level is not a mapping)")
     return data

@@ -47,13 +47,21 @@ def access_log_path(folder: Path, files: Mapping[str, str]) -> Path | None:
     """The run's access log: the one the manifest names (or ``access.jsonl``), gzipped as ``NAME.gz`` in shipped
     sets; None when the run has none. A named log that is missing is an error."""
     name = files.get("access_log")
-    path = folder / name if name else None
+    path = _inside(folder, "access_log", name) if name else None
     if path is None and any((folder / n).is_file() for n in ("access.jsonl", "access.jsonl.gz")):
         path = folder / "access.jsonl"
     if path is not None and not path.is_file() and path.with_name(path.name + ".gz").is_file():
         path = path.with_name(path.name + ".gz")
     if path is not None and not path.is_file():
         raise ModelError(f"{folder / 'manifest.yaml'}: files.access_log: {path.name} does not exist")
+    return None if path is None else _inside(folder, "access_log", path.relative_to(folder).as_posix())
+
+
+def _inside(folder: Path, key: str, name: str) -> Path:
+    """``folder / name``, refused when it resolves outside the run folder (``..``, absolute paths, symlinks)."""
+    path = folder / name
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ModelError(f"{folder / 'manifest.yaml'}: files.{key}: {name!r} points outside the run folder")
     return path
 
 
@@ -64,7 +72,7 @@ def load_run(folder: str | Path) -> Run:
         raise ModelError(f"{folder}: not a run folder (expected a directory with manifest.yaml)")
     manifest = read_manifest(folder)
     files = dict(manifest.files)
-    result_path = folder / files.get("result", "fortio.json")
+    result_path = _inside(folder, "result", files.get("result", "fortio.json"))
     result = read_result(result_path, access_log_path(folder, files))
     return Run(folder, manifest, result, assess(result))
 

@@ -12,7 +12,10 @@ import base64
 import binascii
 import gzip
 import json
+import io
 import math
+import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,6 +26,12 @@ from meshsim.errors import ModelError
 
 # Keys without which a result cannot say how it was made (present in fortio 1.3.1 and 1.6x alike).
 PROVENANCE_KEYS = ("Labels", "StartTime", "RequestedQPS", "ActualQPS", "NumThreads", "URL", "Version", "RetCodes")
+# Size caps, checked while reading (streaming), so that a hostile file cannot exhaust memory: a fortio result is
+# a few hundred KB; an access log holds ~130 bytes per request, so 256 MiB is two million requests, far beyond any
+# probe we run (the shipped logs are under 1 MB). A 400 KB gzip bomb that expands to 400 MB stops at the cap.
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+MAX_ACCESS_LOG_BYTES = 256 * 1024 * 1024
+MAX_LOG_LINE = 64 * 1024  # one access-log entry is ~130 characters
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,16 @@ def _rps(value: Any, path: str) -> float | None:
     return float(value) if value > 0 else None
 
 
+def _finite(value: Any, path: str, key: str, *, integer: bool = False) -> Any:
+    """A JSON number (not a string, not a bool) that is finite and >= 0; ``integer``: a whole number."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise _fail(path, f"{key}: expected {kind}, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise _fail(path, f"{key}: expected a finite {kind.split()[-1]} >= 0, got {value!r}")
+    return value
+
+
 def _duration_s(data: Mapping[str, Any]) -> float:
     actual = data.get("ActualDuration")
     return float(actual) / 1e9 if isinstance(actual, (int, float)) else float("nan")
@@ -137,9 +156,9 @@ def _buckets(hist: Any, path: str) -> tuple[tuple[Bucket, ...], int, float, floa
     for i, b in enumerate(data):
         try:
             start, end, n = float(b["Start"]), float(b["End"]), int(b["Count"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise _fail(path, f"DurationHistogram.Data[{i}]: needs numeric Start, End and Count") from None
-        if not (0 <= start <= end) or n < 0:
+        if not (0 <= start <= end < math.inf) or n < 0:
             raise _fail(path, f"DurationHistogram.Data[{i}]: bad bucket [{start}, {end}] count {n}")
         if buckets and start < buckets[-1].end - 1e-12:
             raise _fail(path, f"DurationHistogram.Data[{i}]: buckets overlap or are out of order")
@@ -147,8 +166,12 @@ def _buckets(hist: Any, path: str) -> tuple[tuple[Bucket, ...], int, float, floa
     total = sum(b.count for b in buckets)
     if total != count:
         raise _fail(path, f"DurationHistogram: bucket counts sum to {total}, Count says {count}")
-    mean = float(hist.get("Avg", sum(0.5 * (b.start + b.end) * b.count for b in buckets) / count))
-    return tuple(buckets), count, float(hist.get("Min", buckets[0].start)), float(hist.get("Max", buckets[-1].end)), mean
+    stats = {key: float(_finite(hist[key], path, f"DurationHistogram.{key}")) if key in hist else None
+             for key in ("Avg", "Min", "Max")}
+    mean = stats["Avg"] if stats["Avg"] is not None else sum(0.5 * (b.start + b.end) * b.count for b in buckets) / count
+    lo = stats["Min"] if stats["Min"] is not None else buckets[0].start
+    hi = stats["Max"] if stats["Max"] is not None else buckets[-1].end
+    return tuple(buckets), count, lo, hi, mean
 
 
 def parse_result(data: Any, path: str) -> FortioResult:
@@ -162,6 +185,7 @@ def parse_result(data: Any, path: str) -> FortioResult:
     ret_codes = data["RetCodes"]
     if not isinstance(ret_codes, Mapping):
         raise _fail(path, "RetCodes: expected a mapping of status code to count")
+    codes = {str(k): int(_finite(v, path, f"RetCodes.{k}", integer=True)) for k, v in ret_codes.items()}
     url = str(data["URL"])
     return FortioResult(
         path=path,
@@ -171,10 +195,10 @@ def parse_result(data: Any, path: str) -> FortioResult:
         url=url,
         run_type=str(data.get("RunType", "HTTP")),
         requested_rps=_rps(data["RequestedQPS"], path),
-        actual_rps=float(data["ActualQPS"]),
+        actual_rps=float(_finite(data["ActualQPS"], path, "ActualQPS")),
         duration_s=_duration_s(data),
-        num_threads=int(data["NumThreads"]),
-        ret_codes={str(k): int(v) for k, v in ret_codes.items()},
+        num_threads=int(_finite(data["NumThreads"], path, "NumThreads", integer=True)),
+        ret_codes=codes,
         uniform=data.get("Uniform"),
         jitter=data.get("Jitter"),
         nocatchup=data.get("NoCatchUp"),
@@ -198,37 +222,55 @@ def _warmup(data: Mapping[str, Any]) -> str | None:
     return "sequential" if data.get("SequentialWarmup") is True else None
 
 
+def _log_lines(path: Path) -> Any:
+    """Stream the lines of an access log (gzipped as ``*.gz``), stopping at MAX_ACCESS_LOG_BYTES decompressed."""
+    raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+    with raw, io.TextIOWrapper(raw, encoding="utf-8") as text:  # type: ignore[arg-type]
+        read = 0
+        while line := text.readline(MAX_LOG_LINE + 1):  # bounded: one endless line is no bomb either
+            read += len(line)
+            if len(line) > MAX_LOG_LINE:
+                raise _fail(str(path), f"a line longer than {MAX_LOG_LINE} characters: not a fortio access log")
+            if read > MAX_ACCESS_LOG_BYTES:
+                raise _fail(str(path), f"access log larger than {MAX_ACCESS_LOG_BYTES} bytes (decompressed): "
+                            "not read")
+            yield line
+
+
 def read_access_log(path: str | Path) -> np.ndarray:
     """Latencies (seconds) of the successful requests in a fortio ``-access-log-file`` (JSON lines)."""
     where = str(path)
-    values = []
+    values = array("d")
     try:
-        if str(path).endswith(".gz"):  # shipped run folders keep their raw samples compressed
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        else:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise _fail(where, f"cannot read access log ({exc})") from None
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            latency = float(entry["latency"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise _fail(where, f"line {i}: not a fortio access-log entry (needs JSON with 'latency')") from None
-        if entry.get("ok", True) and latency >= 0:
-            values.append(latency)
+        for i, line in enumerate(_log_lines(Path(path)), 1):
+            if line.strip():
+                latency, ok = _log_entry(line, where, i)
+                if ok:
+                    values.append(latency)
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise _fail(where, f"cannot read access log ({type(exc).__name__}: {exc})") from None
     if not values:
         raise _fail(where, "no successful requests in the access log")
-    return np.asarray(values)
+    return np.frombuffer(values, dtype=float).copy()
+
+
+def _log_entry(line: str, where: str, i: int) -> tuple[float, bool]:
+    try:
+        entry = json.loads(line)
+        latency = float(entry["latency"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
+        raise _fail(where, f"line {i}: not a fortio access-log entry (needs JSON with 'latency')") from None
+    if not math.isfinite(latency) or latency < 0:
+        raise _fail(where, f"line {i}: latency must be a finite number >= 0, got {entry['latency']!r}")
+    return latency, bool(entry.get("ok", True))
 
 
 def read_result(path: str | Path, access_log: str | Path | None = None) -> FortioResult:
     """Read a fortio result JSON file (and its access log when given)."""
     where = str(path)
     try:
+        if Path(path).stat().st_size > MAX_RESULT_BYTES:
+            raise _fail(where, f"larger than {MAX_RESULT_BYTES} bytes: not a fortio result")
         raw = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(where, f"cannot read fortio result ({exc})") from None
@@ -236,6 +278,8 @@ def read_result(path: str | Path, access_log: str | Path | None = None) -> Forti
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise _fail(where, f"not valid JSON (truncated?): {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise _fail(where, "not a fortio result (JSON nested too deeply)") from None
     result = parse_result(data, where)
     if access_log is not None:
         samples = read_access_log(access_log)

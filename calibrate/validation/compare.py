@@ -257,8 +257,8 @@ def validate_runs(
         raise MeshsimError("RUN_DIR: give at least one run folder")
     if replications < 2:
         raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications}")
-    if not sim_duration_s > 0:
-        raise FieldError("sim_duration_s", f"must be > 0 seconds, got {sim_duration_s}")
+    if not 0 < sim_duration_s < math.inf:
+        raise FieldError("sim_duration_s", f"must be > 0 seconds and finite, got {sim_duration_s}")
     model_path, model_data, name = _model(model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
     fitted = set((model_data.get("calibration") or {}).get("fitted_from") or [])

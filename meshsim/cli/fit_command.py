@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from meshsim.errors import MeshsimError
 
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.fit_runs import fit_runs
     from meshsim.calibrate.fit.families import Family
 
+    out_dir = Path(args.out).parent
+    if not out_dir.is_dir():  # checked before minutes of fitting, not after
+        raise MeshsimError(f"--out: folder {out_dir} does not exist")
     families = [Family(b, s) for b in args.families for s in (False, True)]
     if not args.no_mixtures:
         families += [Family(b, True, True) for b in args.families]

@@ -15,7 +15,7 @@ FIELD_FLAGS = {
     "max_error_fraction": "--max-errors", "workers": "--workers", "cpu_limit": "--cpu-limit", "cpus": "--cpus",
     "mode": "--mode", "state_dir": "--state-dir", "plan": "--plan", "model": "--model",
     "sim_duration_s": "--sim-duration", "fail_above": "--fail-above", "html": "--html", "out": "--out",
-    "rates": "--lab-rates", "payloads": "--lab-payloads",
+    "rates": "--lab-rates", "payloads": "--lab-payloads", "max_events": "--max-events", "time_limit_s": "--time-limit",
 }
 
 

@@ -79,6 +79,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=1, help="root of every random stream (default 1); the same seed "
                    "gives the same numbers")
     p.add_argument("--processes", type=int, help="parallel processes for replications (default: all cores)")
+    p.add_argument("--max-events", type=float, help="cost budget in simulated station visits (default 5e7, a "
+                   "few minutes of one core): a run estimated above it is refused before it starts")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                   help="stop adding replications after S seconds of wall clock and report the CI reached "
+                        "(default 60)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -92,6 +97,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
         replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
+        max_events=args.max_events, time_limit_s=args.time_limit,
     )
 
 

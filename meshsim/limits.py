@@ -1,0 +1,44 @@
+"""Documented upper bounds on sizes in models and options, and why each is where it is.
+
+The engine allocates per worker, per core, per replica, per service and per connection, so an absurd size
+(workers 100000000) exhausted memory instead of giving an error. Every bound below is far above any real
+deployment we model, and low enough that building the simulated system stays within a few hundred MB.
+"""
+
+from __future__ import annotations
+
+import math
+
+from meshsim.errors import FieldError
+
+# Envoy's --concurrency and Linkerd/Ztunnel worker pools are sized to cores; 1024 is beyond any node sold today.
+MAX_WORKERS = 1024
+# Cores of one replica or one node: the largest x86/ARM servers have 384-512 cores.
+MAX_CORES = 1024
+# Replicas of one service: each replica is a simulated process with its own proxy; 1000 covers the largest
+# per-service fleets of the published meshes we calibrate against and keeps a topology under ~10^5 stations.
+MAX_REPLICAS = 1000
+# Services in one topology: the call chains we model have at most tens of services (Bookinfo 4, Online
+# Boutique 11); the graph check, the system builder and the nested SimPy processes of a chain grow with it.
+MAX_SERVICES = 1000
+# Bytes of one request or response (and the --payload option): 1 GiB; a message beyond that is no RPC.
+MAX_MESSAGE_BYTES = 2**30
+# Smallest CPU limit: one millicore, Kubernetes' smallest unit. Below it, every pass takes hours of simulated
+# time per request and the run never ends.
+MIN_CPU_LIMIT = 0.001
+# Link bandwidth: 10 Tb/s is beyond any NIC; above, the per-byte time underflows to nothing anyway.
+MAX_BANDWIDTH_GBPS = 10_000.0
+
+
+def check_finite(field: str, value: float, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False) -> float:
+    """``value`` as a float if finite and within [low, high] (``low_open``: > low); else one error naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FieldError(field, f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise FieldError(field, f"expected a finite number, got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise FieldError(field, f"must be {'>' if low_open else '>='} {low:g}, got {value:g}")
+    if high is not None and value > high:
+        raise FieldError(field, f"must be <= {high:g}, got {value:g}")
+    return float(value)

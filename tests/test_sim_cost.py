@@ -1,0 +1,144 @@
+"""Bounded cost (issue 14): the cost of a prediction is estimated before simulating, and the hang cases of the
+issue are refused in milliseconds with the option that drives the cost named."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from meshsim.errors import FieldError, MeshsimError
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim.cost import DEFAULT_MAX_EVENTS, check_budget, estimate, time_left_for_another_batch
+from meshsim.sim.engine import Horizon, run_replication
+from meshsim.sim.predict import horizon_for
+
+
+def budget_of(**options):
+    request = build_request(PredictOptions(processes=1, **options))
+    horizon = horizon_for(request.workload.load, request.settings)
+    return check_budget(request.scenario, request.workload, request.settings, horizon)
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"rps": 1e12}, "rps"),
+    ({"rps": 100.0, "duration_s": 1e9}, "duration_s"),
+    ({"load": "sequential", "connections": 1_000_000_000}, "connections"),
+    ({"load": "fortio", "rps": 1000.0, "connections": 10_000_000}, "connections"),
+    ({"rps": 100.0, "replications": 1_000_000}, "replications"),
+])
+def test_hang_cases_are_refused_in_milliseconds(options, field: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(FieldError) as info:
+        budget_of(**options)
+    assert time.perf_counter() - started < 0.5
+    assert info.value.field == field
+    assert "station visits" in info.value.problem and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("options", [{"topology": "chain100000", "rps": 10.0},
+                                     {"rps": 10.0, "proxy_cpu_limit": 1e-9}])
+def test_model_side_hang_cases_are_refused_before_any_estimate(options) -> None:
+    started = time.perf_counter()
+    with pytest.raises(MeshsimError):
+        build_request(PredictOptions(**options))
+    assert time.perf_counter() - started < 2.0  # chain100000 is refused before the chain is built
+
+
+def test_ordinary_predictions_are_far_below_the_budget() -> None:
+    for topology, mesh, rps in (("chain3", "istio", 500.0), ("bookinfo", "linkerd", 40.0), ("chain5", "istio", 400.0)):
+        cost = budget_of(topology=topology, mesh=mesh, rps=rps)
+        assert cost.events < DEFAULT_MAX_EVENTS / 20
+        assert cost.requests_per_replication == pytest.approx(5000, rel=0.01)  # duration from requests_per_rep.
+
+
+@pytest.mark.parametrize(("topology", "mesh", "lb"), [("chain3", "istio", "client"), ("chain3", "none", "client"),
+                                                      ("bookinfo", "linkerd", "client"), ("lb3", "none", "proxy")])
+def test_visits_per_request_bound_the_station_jobs_a_replication_does(topology, mesh, lb) -> None:
+    """The estimate counts every station job plus one network wait per hop, and the costliest choice: it is an
+    upper bound on the jobs counted by the engine, and within a factor 2 of them."""
+    request = build_request(PredictOptions(topology=topology, mesh=mesh, rps=50.0, lb=lb, processes=1))
+    horizon = Horizon(2.0, 0.0, 5.0)
+    cost = estimate(request.scenario, request.workload, request.settings, horizon)
+    result = run_replication(request.scenario, request.workload, horizon, 1, 0)
+    jobs_per_request = sum(u.jobs for u in result.usage.values()) / result.started
+    assert jobs_per_request <= cost.visits_per_request <= 2 * jobs_per_request
+    assert cost.requests_per_replication == pytest.approx(result.started, rel=0.35)  # Poisson, 100 expected
+
+
+def test_sequential_rate_is_bounded_by_the_idle_latency() -> None:
+    """Zero think time: each user sends at most one request per idle-system latency, not infinitely many."""
+    cost = budget_of(topology="chain3", mesh="istio", load="sequential", think_ms=0.0, duration_s=1.0)
+    assert 0 < cost.floor_s < 0.01
+    assert cost.rps == pytest.approx(1 / cost.floor_s)
+
+
+def test_the_budget_can_be_raised() -> None:
+    request = build_request(PredictOptions(rps=1e6, processes=1))
+    horizon = horizon_for(request.workload.load, request.settings)
+    with pytest.raises(FieldError):
+        check_budget(request.scenario, request.workload, request.settings, horizon)
+    cost = check_budget(request.scenario, request.workload, request.settings, horizon, max_events=1e10)
+    assert cost.events > DEFAULT_MAX_EVENTS
+
+
+def test_time_limit_rule() -> None:
+    assert time_left_for_another_batch(10.0, 20.0, 60.0)
+    assert not time_left_for_another_batch(45.0, 20.0, 60.0)
+    assert time_left_for_another_batch(1e6, 1e6, None)
+
+
+# -- wired into predict: the CLI refuses with the flag, the time limit stops replications, overload -------------
+
+def predict_cli(capsys, *args: str) -> tuple[int, str, str]:
+    from meshsim.cli import main
+
+    code = main(["predict", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--rps", "1e12"], "--rps"),
+    (["--rps", "100", "--duration", "1e9"], "--duration"),
+    (["--load", "sequential", "--connections", "1000000000"], "--connections"),
+    (["--rps", "100", "--replications", "1000000"], "--replications"),
+])
+def test_predict_refuses_hang_cases_naming_the_flag(capsys, args, flag: str) -> None:
+    started = time.perf_counter()
+    code, _, err = predict_cli(capsys, *args, "--processes", "1")
+    assert time.perf_counter() - started < 2.0
+    assert code == 2 and err.startswith(f"meshsim: error: {flag}: this run would take ") and err.count("\n") == 1
+    assert "above the budget of 5e+07 events (max_events)" in err or "MB of memory" in err
+
+
+def test_max_events_raises_the_budget(capsys) -> None:
+    args = ["--topology", "single", "--mesh", "none", "--rps", "500", "--duration", "1", "--replications", "2",
+            "--processes", "1", "--json"]
+    code, _, err = predict_cli(capsys, *args, "--max-events", "1000")
+    assert code == 2 and "--rps: this run would take" in err and "budget of 1e+03 events" in err
+    code, out, _ = predict_cli(capsys, *args, "--max-events", "1e6")
+    assert code == 0 and __import__("json").loads(out)["replications"] == 2
+
+
+def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
+    args = ["--topology", "single", "--mesh", "none", "--rps", "200", "--duration", "0.5", "--precision", "0.0001",
+            "--processes", "1", "--json", "--time-limit", "0.5"]
+    started = time.perf_counter()
+    code, out, _ = predict_cli(capsys, *args)
+    result = __import__("json").loads(out)
+    assert code == 0 and result["replications"] < 160
+    assert any(w.startswith("time limit 0.5 s reached after") for w in result["warnings"])
+    assert time.perf_counter() - started < 30
+
+
+def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
+    """bookinfo/linkerd at 400 rps (capacity ~50): nothing completes in the window; achieved = capacity."""
+    code, out, err = predict_cli(capsys, "--topology", "bookinfo", "--mesh", "linkerd", "--rps", "400",
+                                 "--replications", "2", "--processes", "1", "--json")
+    assert code == 0, err
+    result = __import__("json").loads(out)
+    assert result["saturated"] is True
+    assert result["achieved_rps"] == pytest.approx(result["saturation_rps"], rel=0.01)
+    assert 40 < result["saturation_rps"] < 60
+    assert any("above the capacity" in w for w in result["warnings"])
