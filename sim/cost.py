@@ -28,7 +28,8 @@ DEFAULT_MAX_EVENTS = 5e7
 DEFAULT_MAX_MEMORY_MB = 2048.0
 # Default wall-clock limit after which no further replications are started (the CI reached is reported).
 DEFAULT_TIME_LIMIT_S = 60.0
-# Rough per-object sizes in the engine (Python objects; measured with tracemalloc on chain3/istio).
+# Rough per-object sizes in the engine (upper-bound guesses for Python objects, not measured: the memory estimate only
+# has to tell absurd inputs, millions of workers or replicas, from ordinary ones).
 KB_PER_STATION = 2.0  # a worker or core: SimPy resource, queue, busy-time counters
 KB_PER_PROCESS = 3.0  # a fortio thread or sequential user: a SimPy process and its generator frames
 BYTES_PER_SAMPLE = 8.0  # one float64 latency per completed request
