@@ -52,6 +52,9 @@ class ProxyModel:
     # Fraction of a pass's time that is CPU work holding the worker (and the CPU quota); the rest is pure delay
     # (kernel network path, scheduling) that does not stop the worker serving others.
     cpu_fraction: float = 1.0
+    # CPU a proxy spends with no traffic at all (stats flushes, health checks, configuration pushes), on its main
+    # thread rather than its workers: it adds to the CPU a proxy reports, not to any request's latency.
+    idle_cores: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ def _cpu_limit(s: Section) -> float | None:
 
 def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
-                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction", *_META))
+                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction",
+                      "idle_millicores", *_META))
     cpu_fraction = s.number("cpu_fraction", 1.0, strictly_positive=True)
     if cpu_fraction > 1:
         raise ModelError(f"{s.key('cpu_fraction')}: a fraction in (0, 1], got {cpu_fraction}")
@@ -154,6 +158,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         memory=_memory(s.section("memory", required=False)),
         policy=s.choice("policy", LB_POLICIES, "round_robin"),
         cpu_fraction=cpu_fraction,
+        idle_cores=s.number("idle_millicores", 0.0, maximum=1000.0 * MAX_WORKERS) / 1000.0,
     )
 
 

@@ -166,6 +166,7 @@ def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
             hottest = max(hottest, max(station.busy) / window)
         u.hottest = max(u.hottest, hottest)
         if proxy is not None:
+            u.cpu_seconds += proxy.model.idle_cores * window  # background work of the process, traffic or not
             mem = proxy.model.memory
             u.memory_mb = max(u.memory_mb, mem.base_mb + mem.per_connection_mb * proxy.connections)
             u.connections = max(u.connections, proxy.connections)

@@ -1,0 +1,48 @@
+"""The shipped ``istio`` model reproduces the shipped Istio 1.7 low-rate rows (istio/tools pipeline: fortio, 16
+connections with -jitter, 1 KB, 10 and 100 rps, mTLS on both sidecars, default telemetry on and off): sidecar CPU
+and p50 latency, including CPU per request falling with the rate (wake-ups) and the idle CPU of a proxy.
+
+Tolerance 15 %: repeats of Istio's own pipeline differ by 5-10 % (issue 12's figure for identical runs), the
+simulator's CI here is about 3 %, and one wake-up block and one telemetry increment serve both rates and both
+sidecars. The model's wake-up CPU and telemetry split were fitted from these rows (their `source:` says so): this
+is reproduction of calibration data, not a held-out prediction.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from meshsim.calibrate.measure.tables import measurements_dir
+from meshsim.sim.predict import predict
+
+CASES = {"none_mtls_both": ("mtls", "no-telemetry"), "v2-stats-nullvm_both": ("mtls",)}
+SIDECARS = {"client/sidecar": "cpu_mili_avg_istio_proxy_fortioclient",
+            "server/sidecar": "cpu_mili_avg_istio_proxy_fortioserver"}
+
+
+def _row(label: str, rate: int) -> dict[str, str]:
+    with open(measurements_dir() / "istio-1.7" / "telemetry-lowrate.csv", encoding="utf-8") as handle:
+        return next(r for r in csv.DictReader(handle)
+                    if r["Labels"].endswith("_" + label) and r["Labels"].split("_")[2] == str(rate))
+
+
+def _predict(label: str, rate: int) -> dict:
+    return predict("single", "istio", rps=rate, load="fortio", connections=16, jitter=True, features=CASES[label],
+                   duration_s=60.0 if rate == 10 else 20.0, replications=3, processes=1, saturation=False).to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", sorted(CASES))
+def test_sidecar_cpu_and_p50_at_10_and_100_rps(label: str) -> None:
+    per_request = {}
+    for rate in (10, 100):
+        row, pred = _row(label, rate), _predict(label, rate)
+        for side, column in SIDECARS.items():
+            measured_mc, predicted_mc = float(row[column]), pred["cpu_cores"][side] * 1e3
+            assert predicted_mc == pytest.approx(measured_mc, rel=0.15), (label, rate, side)
+            per_request[(side, rate)] = predicted_mc / rate
+        assert pred["latency_ms"]["p50"] == pytest.approx(float(row["p50"]) / 1e3, rel=0.15), (label, rate)
+    for side in SIDECARS:  # CPU per request falls with the rate, as in the rows (idle CPU and wake-ups)
+        assert per_request[(side, 10)] > 1.3 * per_request[(side, 100)]
