@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from dash import Dash
 
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError, MeshsimError
 
 from .callbacks import Callbacks, register
 from .layout import build_layout
@@ -65,9 +65,9 @@ def serve(host: str = "127.0.0.1", port: int = 8050, measurements_dir: Path | No
     """Run the app until Ctrl-C (Flask's threaded server, debug off: callbacks run in parallel threads)."""
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     if measurements_dir is not None and not Path(measurements_dir).is_dir():
-        raise MeshsimError(f"--measurements: {measurements_dir} is not a folder")
+        raise FieldError("measurements", f"{measurements_dir} is not a folder")
     if not 0 < port < 65536:
-        raise MeshsimError(f"--port: {port} is not a TCP port (1-65535)")
+        raise FieldError("port", f"{port} is not a TCP port (1-65535)")
     _check_listen(host, port)
     app = create_app([measurements_dir] if measurements_dir else [])
     echo(f"meshsim dash: http://{host}:{port}/ (Ctrl-C stops)")
@@ -79,11 +79,11 @@ def _check_listen(host: str, port: int) -> None:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise MeshsimError(f"--host: cannot resolve {host!r} ({exc.strerror})") from None
+        raise FieldError("host", f"cannot resolve {host!r} ({exc.strerror})") from None
     family, _, _, _, address = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug does
         try:
             probe.bind(address)
         except OSError as exc:
-            raise MeshsimError(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+            raise FieldError("port", f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None

@@ -123,9 +123,9 @@ def test_error_fraction_of_a_real_failing_fortio_run(binaries, tmp_path):
 def test_probe_settings_reject_bad_input():
     from meshsim.calibrate.measure.lab.probe import ProbeSettings
 
-    with pytest.raises(MeshsimError, match="--connections"):
+    with pytest.raises(MeshsimError, match="^connections: "):
         ProbeSettings(connections=0)
-    with pytest.raises(MeshsimError, match="--payload"):
+    with pytest.raises(MeshsimError, match="^payload_bytes: "):
         ProbeSettings(payload_bytes=10**7)
 
 

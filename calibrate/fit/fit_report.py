@@ -46,7 +46,7 @@ def write_report(decomp: Decomposition, folder: Path, say: Progress | None = Non
         import matplotlib.pyplot as plt
         import plotly.graph_objects as go
     except ImportError as exc:
-        raise ComponentMissing(f"--report needs matplotlib and plotly ({exc.name} missing); "
+        raise ComponentMissing(f"the fit report needs matplotlib and plotly ({exc.name} missing); "
                                "install them with: pip install 'meshsim[fit]'") from None
     folder.mkdir(parents=True, exist_ok=True)
     panels: list[tuple[str, str, Observation, Cdf]] = []

@@ -21,7 +21,7 @@ def _figures(v: Validation) -> list[tuple[str, object]]:
     try:
         import plotly.graph_objects as go
     except ImportError as exc:
-        raise ComponentMissing(f"--html needs plotly ({exc.name} missing); pip install plotly") from None
+        raise ComponentMissing(f"the HTML report needs plotly ({exc.name} missing); pip install plotly") from None
     figs: list[tuple[str, object]] = []
     err = go.Figure()
     for key in SUMMARY_KEYS:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from meshsim.errors import ComponentMissing, MeshsimError, RunFailed
+from meshsim.errors import ComponentMissing, FieldError, MeshsimError, RunFailed
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -36,7 +36,7 @@ class Target:
 def _kubeconfig_path(kubeconfig: str | None) -> str:
     if kubeconfig:
         if not Path(kubeconfig).is_file():
-            raise MeshsimError(f"--kubeconfig: {kubeconfig} does not exist")
+            raise FieldError("kubeconfig", f"{kubeconfig} does not exist")
         return kubeconfig
     env = os.environ.get("KUBECONFIG", "")
     for candidate in [p for p in env.split(os.pathsep) if p]:
@@ -45,8 +45,8 @@ def _kubeconfig_path(kubeconfig: str | None) -> str:
     default = Path.home() / ".kube" / "config"
     if default.is_file():
         return str(default)
-    raise MeshsimError("no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG "
-                       f"({env or default} does not exist)")
+    raise FieldError("kubeconfig", "none found: give a kubeconfig file or set KUBECONFIG "
+                                   f"({env or default} does not exist)")
 
 
 def _resource_of(path: str) -> str:
@@ -77,8 +77,8 @@ class KubeApi:
             config.load_kube_config(config_file=path, context=context, client_configuration=configuration,
                                     persist_config=False)
         except config.ConfigException as exc:
-            flag = "--context" if context and "context" in str(exc).lower() else "--kubeconfig"
-            raise MeshsimError(f"{flag}: {path}: {str(exc).splitlines()[0]}") from None
+            field = "context" if context and "context" in str(exc).lower() else "kubeconfig"
+            raise FieldError(field, f"{path}: {str(exc).splitlines()[0]}") from None
         configuration.retries = 0  # an unreachable API server should fail now, not after urllib3's retries
         self.client = client.ApiClient(configuration)
         self.timeout_s = timeout_s

@@ -63,7 +63,7 @@ def mesh_version(api: KubeApi, mesh: MeshProfile) -> str:
         names = [h["metadata"]["name"] for h in hooks] + [w.get("name", "") for h in hooks
                                                          for w in h.get("webhooks") or []]
         if not any(mesh.webhook_marker in n for n in names):
-            raise RunFailed(f"--mesh {mesh.name}: {mesh.name} is not installed in this cluster (no sidecar "
+            raise RunFailed(f"mesh {mesh.name}: {mesh.name} is not installed in this cluster (no sidecar "
                             f"injection webhook matching {mesh.webhook_marker!r}); install it ({mesh.install_hint})")
     deployments = api.get("/apis/apps/v1/deployments").get("items", [])
     for dep in deployments:
@@ -71,7 +71,7 @@ def mesh_version(api: KubeApi, mesh: MeshProfile) -> str:
             if mesh.control_plane_marker in c.get("image", ""):
                 return _image_tag(c["image"])
     if not mesh.webhook_marker:
-        raise RunFailed(f"--mesh {mesh.name}: {mesh.name} is not installed in this cluster (no control-plane "
+        raise RunFailed(f"mesh {mesh.name}: {mesh.name} is not installed in this cluster (no control-plane "
                         f"deployment with an image matching {mesh.control_plane_marker!r}); install it "
                         f"({mesh.install_hint})")
     return "unknown"

@@ -82,9 +82,9 @@ MESHES: dict[str, MeshProfile] = {
 
 
 def mesh_profile(name: str) -> MeshProfile:
-    from meshsim.errors import MeshsimError
+    from meshsim.errors import FieldError, MeshsimError
 
     try:
         return MESHES[name]
     except KeyError:
-        raise MeshsimError(f"--mesh: unknown mesh {name!r} (known: {', '.join(MESHES)})") from None
+        raise FieldError("mesh", f"unknown mesh {name!r} (known: {', '.join(MESHES)})") from None

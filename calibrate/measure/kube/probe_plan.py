@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from meshsim.errors import ModelError
+from meshsim.errors import FieldError, ModelError
 from meshsim.runs import PATH_MODES
 
 from .meshes import MeshProfile
@@ -209,7 +209,7 @@ def load_plan(path: str | Path | None = None) -> KubePlan:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ModelError(f"--plan: cannot read {where} ({exc.strerror or exc})") from None
+        raise FieldError("plan", f"cannot read {where} ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         raise ModelError(f"{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
     return plan_from_dict(data, where)

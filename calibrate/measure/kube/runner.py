@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 import yaml
 
-from meshsim.errors import Interrupted, MeshsimError, ModelError
+from meshsim.errors import FieldError, Interrupted, MeshsimError, ModelError
 from meshsim.runs import LoadSettings, RunManifest, Setup, read_manifest, write_run
 
 from . import usage
@@ -128,11 +128,11 @@ def calibrate_kube(
     """
     profile = mesh_profile(mesh)
     if not _PREFIX.match(namespace_prefix):
-        raise MeshsimError(f"--namespace-prefix: {namespace_prefix!r} must be 1-30 lowercase letters, digits or '-'")
+        raise FieldError("namespace_prefix", f"{namespace_prefix!r} must be 1-30 lowercase letters, digits or '-'")
     the_plan = plan if isinstance(plan, KubePlan) else load_plan(plan)
     expanded = expand(the_plan, profile)
     if not expanded.probes:
-        raise MeshsimError(f"--plan: no probe of {the_plan.source} applies to --mesh {mesh} "
+        raise FieldError("plan", f"no probe of {the_plan.source} applies to mesh {mesh} "
                            f"({'; '.join(expanded.skipped) or 'empty plan'})")
     run = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     out_dir = Path(out)
@@ -182,7 +182,7 @@ def _pending(probes: Sequence[Probe], mesh: str, out_dir: Path, resume: bool) ->
     """(run ids already finished in ``out_dir``, probes still to run); finished ones need ``resume``."""
     done = [p.run_id(mesh) for p in probes if _finished(out_dir, p.run_id(mesh))]
     if done and not resume:
-        raise MeshsimError(f"--out: {out_dir} already holds {len(done)} finished probes of this plan "
+        raise FieldError("out", f"{out_dir} already holds {len(done)} finished probes of this plan "
                            f"(e.g. {done[0]}); pass --resume to skip them, or choose another --out")
     return done, [p for p in probes if p.run_id(mesh) not in done]
 

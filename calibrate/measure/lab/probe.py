@@ -276,7 +276,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT)
         if fraction > settings.max_error_fraction:
             codes = result.get("RetCodes")
             raise RunFailed(f"lab probe: {errors} of {total} requests failed (codes {codes}) against {url}, above "
-                            f"--max-errors {settings.max_error_fraction:g}; nothing stored")
+                            f"max_error_fraction {settings.max_error_fraction:g}; nothing stored")
         spans_after = collector_spans(state)
         cpu, memory = _usage(state, run, cpu_before, cpu_after)
         achieved = float(result.get("ActualQPS") or 0.0)
