@@ -15,11 +15,11 @@ import simpy
 
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel
+from meshsim.topology import Call, Choose, Compute, Parallel, Topology
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.stations import NODE_PERIOD, CpuQuota, Station
+from meshsim.sim.stations import NodeCores, Station
 from meshsim.sim.streams import Sampler, Streams
 
 Process = Generator[simpy.Event, object, None]
@@ -108,7 +108,7 @@ class System:
                        streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
                       for hop in topo.network.edge]
         self.tls_sessions: set[tuple[int, str, str]] = set()
-        self.node_cpu = {node: CpuQuota(cores, NODE_PERIOD) for node, cores in topo.node_cores.items()}
+        self.node_cpu = self._host_cpu(topo)
         for reps in self.apps.values():
             for app in reps:
                 app.station.node = self.node_cpu.get(app.node)
@@ -119,6 +119,36 @@ class System:
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
+
+    def _host_cpu(self, topo: Topology) -> dict[str, NodeCores]:
+        """The declared nodes' cores, and the samplers of the CPU consumers that are not stations: the load
+        generator's CPU per call and the kernel's network stack per hop and per KB."""
+        env = self.env
+        cpu = topo.client.cpu_per_call
+        self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
+        kernel = topo.network.kernel_cpu
+        self.kernel_per_hop = self.streams.sampler("kernel:per-hop", kernel.per_hop) if kernel else None
+        self.kernel_per_kb = self.streams.sampler("kernel:per-kb", kernel.per_kb) if kernel else None
+        return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
+
+    def _on_node(self, node: str, start: float, work: float) -> float:
+        """When ``work`` CPU seconds ready at ``start`` finish on ``node`` (on a core of its own if undeclared)."""
+        cores = self.node_cpu.get(node)
+        return start + work if cores is None else cores.run(start, work)
+
+    def _hop(self, pending: float, src: str, dst: str, nbytes: int, loopback: bool = False) -> float:
+        """``pending`` after a one-way hop: the network's latency, plus the time the kernel's sending and
+        receiving work waits for and uses a core of the sender's and the receiver's node."""
+        latency = self.net.loopback() if loopback else self.net.hop(src, dst, nbytes)
+        if self.kernel_per_hop is None:
+            return pending + latency
+        assert self.kernel_per_kb is not None
+        cpu = self.kernel_per_hop() + self.kernel_per_kb() * nbytes / 1024.0
+        now = self.env.now
+        if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
+            return self._on_node(src, now + pending, cpu) + latency - now
+        sent = self._on_node(src, now + pending, 0.5 * cpu)
+        return self._on_node(dst, sent + latency, 0.5 * cpu) - now
 
     def _balancer(self, policy: str, target: str, chooser: str) -> Balancer:
         n = self.scenario.topology.services[target].replicas
@@ -160,6 +190,9 @@ class System:
         pending = self.client_overhead() if self.client_overhead is not None else 0.0
         if self.client_cpu is not None and pending > 0:  # the load generator's own CPU on a shared node
             pending = self.client_cpu.run(self.env.now, pending) - self.env.now
+        if self.client_cpu_per_call is not None:  # fortio's CPU per call, before the request leaves
+            now = self.env.now
+            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call()) - now
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
             rtts = 1 + (2 if self.workload.tls else 0)
@@ -197,46 +230,46 @@ class System:
                 new_session = True
         # request direction
         if out is not None:
-            pending += net.loopback() if out.node == caller.node else net.hop(caller.node, out.node, req_bytes)
+            pending = self._hop(pending, caller.node, out.node, req_bytes, loopback=out.node == caller.node)
             if pending > 0:
                 yield env.timeout(pending)
             pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
         src = out.node if out is not None else caller.node
         if lb is not None:
-            pending += net.hop(src, lb.node, req_bytes)
+            pending = self._hop(pending, src, lb.node, req_bytes)
             if pending > 0:
                 yield env.timeout(pending)
             pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
             src = lb.node
-        pending += net.hop(src, replica.node, req_bytes)
+        pending = self._hop(pending, src, replica.node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
             pending += net.round_trip(src, replica.node) * inbound.handshake_round_trips
         if inbound is not None:
             if pending > 0:
                 yield env.timeout(pending)
             pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
-            pending += net.loopback()
+            pending = self._hop(pending, replica.node, replica.node, req_bytes, loopback=True)
         yield from self.handle(replica, conn, pending)
         # response direction (the app has just sent its response; env.now is that time)
         pending = 0.0
         if inbound is not None:
-            pending = net.loopback()
+            pending = self._hop(0.0, replica.node, replica.node, resp_bytes, loopback=True)
             if pending > 0:
                 yield env.timeout(pending)
             pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
         if lb is not None:
-            pending += net.hop(replica.node, lb.node, resp_bytes)
+            pending = self._hop(pending, replica.node, lb.node, resp_bytes)
             if pending > 0:
                 yield env.timeout(pending)
             pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
-            pending += net.hop(lb.node, src if out is None else out.node, resp_bytes)
+            pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
-            pending += net.hop(replica.node, src, resp_bytes)
+            pending = self._hop(pending, replica.node, src, resp_bytes)
         if out is not None:
             if pending > 0:
                 yield env.timeout(pending)
             pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
-            pending += net.loopback() if out.node == caller.node else net.hop(out.node, caller.node, resp_bytes)
+            pending = self._hop(pending, out.node, caller.node, resp_bytes, loopback=out.node == caller.node)
         if pending > 0:
             yield env.timeout(pending)
         balancer.done(index, env.now - sent)
