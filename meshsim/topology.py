@@ -301,14 +301,18 @@ def chain_topology(template: Topology, n: int) -> Topology:
         raise ModelError(f"chain{n}: a chain needs at least one service")
     middle, leaf = template.services["s2"], template.services["s3"]
     services: dict[str, Service] = {}
+    # a service whose template sits on a declared node gets a node of its own with the template node's cores
+    node_cores = {node: cores for node, cores in template.node_cores.items()
+                  if node not in {template.node_of(s) for s in template.services}}
     for i in range(1, n + 1):
         name = f"s{i}"
-        if i == n:
-            services[name] = replace(leaf, name=name, node=None)
-        else:
-            handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in middle.handler)
-            services[name] = replace(middle, name=name, handler=handler, node=None)
-    return replace(template, name=f"chain{n}", entry="s1", services=services,
+        like = leaf if i == n else middle
+        handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in like.handler)
+        services[name] = replace(like, name=name, handler=handler, node=None)
+        cores = template.node_cores.get(template.node_of(like.name))
+        if cores is not None:
+            node_cores[f"node-{name}"] = cores
+    return replace(template, name=f"chain{n}", entry="s1", services=services, node_cores=node_cores,
                    description=f"{n} services in a chain, built from {template.origin} (middle = s2, leaf = s3)",
                    content_hash=f"{template.content_hash}+chain{n}")
 

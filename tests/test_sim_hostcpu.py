@@ -140,16 +140,22 @@ def test_app_compute_lands_on_its_nodes_cores_as_mmc():
 
 def test_baseline_latency_rises_with_connections_on_the_shipped_single_topology():
     """fortio without -uniform fires all connections together: with no mesh, c=32 queues on the client's and the
-    server's cores, c=1 does not. Replications give the CI; the rise must exceed both CIs."""
-    def p50(c: int):
-        p = predict("single", "none", rps=1000, load="fortio", connections=c, duration_s=2.0, warmup_s=0.2,
+    server's cores, c=1 does not. The rise must exceed both CIs (replications), and part of it is the node CPU:
+    without the node declarations c=1 is the same (one request at a time never waits for a core), c=32 is lower."""
+    single = load_topology("single")
+
+    def p50(topology, c: int):
+        p = predict(topology, "none", rps=1000, load="fortio", connections=c, duration_s=2.0, warmup_s=0.2,
                     replications=4, precision=None, seed=SEED, processes=1, saturation=False)
         d = p.to_dict()
         return d["latency_ms"]["p50"], d["latency_ci95_ms"]["p50"]
 
-    (low, low_ci), (high, high_ci) = p50(1), p50(32)
+    (low, low_ci), (high, high_ci) = p50(single, 1), p50(single, 32)
     assert high_ci[0] > low_ci[1]
     assert high > 1.3 * low
+    unshared = replace(single, node_cores={})
+    assert p50(unshared, 1)[0] == pytest.approx(low, rel=1e-9)
+    assert p50(unshared, 32)[0] < high
 
 
 def test_shipped_single_and_chain_declare_their_nodes():
