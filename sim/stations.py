@@ -80,25 +80,36 @@ class NodeCores:
             raise ValueError(f"a node needs cores > 0, got {cores}")
         n = math.ceil(cores)
         self.slowdown = n / cores
-        self.starts: list[list[float]] = [[] for _ in range(n)]
-        self.ends: list[list[float]] = [[] for _ in range(n)]
+        # per core: the starts and the ends of its booked intervals, sorted (disjoint, so both ascend)
+        self.cores: list[tuple[list[float], list[float]]] = [([], []) for _ in range(n)]
         self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
 
     def run(self, start: float, work: float) -> float:
         if work <= 0.0:
             return start
-        work *= self.slowdown
+        if self.slowdown != 1.0:
+            work *= self.slowdown
+        end = start + work
+        for starts, ends in self.cores:  # the usual case: a core is idle from `start` on
+            if not ends or ends[-1] <= start:
+                if len(ends) >= PRUNE_AT:
+                    gone = bisect_right(ends, self.clock())
+                    del starts[:gone], ends[:gone]
+                starts.append(start)
+                ends.append(end)
+                return end
+        return self._fit(start, work)
+
+    def _fit(self, start: float, work: float) -> float:
+        """Every core has work booked past ``start``: the earliest gap that fits on any core."""
         best_begin, best_core, best_index = math.inf, 0, 0
-        for core, (starts, ends) in enumerate(zip(self.starts, self.ends)):
-            if not ends or ends[-1] <= start:  # the usual case: the core is idle from `start` on
-                begin, index = start, len(ends)
-            else:
-                begin, index = _earliest_gap(starts, ends, start, work)
+        for core, (starts, ends) in enumerate(self.cores):
+            begin, index = _earliest_gap(starts, ends, start, work)
             if begin < best_begin:
                 best_begin, best_core, best_index = begin, core, index
                 if begin <= start:
                     break
-        starts, ends = self.starts[best_core], self.ends[best_core]
+        starts, ends = self.cores[best_core]
         starts.insert(best_index, best_begin)
         ends.insert(best_index, best_begin + work)
         if len(ends) > PRUNE_AT:

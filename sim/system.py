@@ -13,6 +13,7 @@ from typing import Callable, Generator
 
 import simpy
 
+from meshsim.distributions import Deterministic, Distribution
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Compute, Parallel, Topology
@@ -127,8 +128,8 @@ class System:
         cpu = topo.client.cpu_per_call
         self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
         kernel = topo.network.kernel_cpu
-        self.kernel_per_hop = self.streams.sampler("kernel:per-hop", kernel.per_hop) if kernel else None
-        self.kernel_per_kb = self.streams.sampler("kernel:per-kb", kernel.per_kb) if kernel else None
+        self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop) if kernel else None
+        self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb) if kernel else None
         return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
 
     def _on_node(self, node: str, start: float, work: float) -> float:
@@ -145,10 +146,14 @@ class System:
         assert self.kernel_per_kb is not None
         cpu = self.kernel_per_hop() + self.kernel_per_kb() * nbytes / 1024.0
         now = self.env.now
+        t = now + pending
+        cores = self.node_cpu.get(src)
         if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
-            return self._on_node(src, now + pending, cpu) + latency - now
-        sent = self._on_node(src, now + pending, 0.5 * cpu)
-        return self._on_node(dst, sent + latency, 0.5 * cpu) - now
+            return (t + cpu if cores is None else cores.run(t, cpu)) + latency - now
+        half = 0.5 * cpu
+        t = (t + half if cores is None else cores.run(t, half)) + latency
+        cores = self.node_cpu.get(dst)
+        return (t + half if cores is None else cores.run(t, half)) - now
 
     def _balancer(self, policy: str, target: str, chooser: str) -> Balancer:
         n = self.scenario.topology.services[target].replicas
@@ -312,3 +317,11 @@ class System:
 
 
 RecordFn = Callable[[float, float], None]
+
+
+def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:
+    """A sampler, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
+    if isinstance(dist, Deterministic):
+        value = max(dist.value, 0.0)
+        return lambda: value
+    return streams.sampler(name, dist)
