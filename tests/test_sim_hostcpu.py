@@ -213,3 +213,12 @@ def test_bad_host_costs_name_the_file_and_key(client, kernel, message):
 
 def test_network_without_kernel_cpu_has_none():
     assert Network(ZERO, ZERO, ZERO, 1e9).kernel_cpu is None
+
+
+def test_the_lab_replay_puts_every_consumer_on_one_host():
+    from meshsim.calibrate.validation.replay import on_one_host
+
+    lab = on_one_host(load_topology("chain3"), 2.0)
+    assert lab.node_cores == {"host": 2.0}
+    assert lab.client.node == "host" and {lab.node_of(s) for s in lab.services} == {"host"}
+    assert lab.client.cpu_per_call is not None and lab.network.kernel_cpu is not None  # their CPU lands on the host
