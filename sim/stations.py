@@ -82,6 +82,8 @@ class NodeCores:
         self.slowdown = n / cores
         # per core: the starts and the ends of its booked intervals, sorted (disjoint, so both ascend)
         self.cores: list[tuple[list[float], list[float]]] = [([], []) for _ in range(n)]
+        # per core: no booking begins before this (the end of intervals forgotten from a long backlog)
+        self.floor = [0.0] * n
         self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
 
     def run(self, start: float, work: float) -> float:
@@ -90,11 +92,10 @@ class NodeCores:
         if self.slowdown != 1.0:
             work *= self.slowdown
         end = start + work
-        for starts, ends in self.cores:  # the usual case: a core is idle from `start` on
+        for core, (starts, ends) in enumerate(self.cores):  # the usual case: a core is idle from `start` on
             if not ends or ends[-1] <= start:
                 if len(ends) >= PRUNE_AT:
-                    gone = bisect_right(ends, self.clock())
-                    del starts[:gone], ends[:gone]
+                    self._trim(starts, ends, core)
                 starts.append(start)
                 ends.append(end)
                 return end
@@ -104,7 +105,8 @@ class NodeCores:
         """Every core has work booked past ``start``: the earliest gap that fits on any core."""
         best_begin, best_core, best_index = math.inf, 0, 0
         for core, (starts, ends) in enumerate(self.cores):
-            begin, index = _earliest_gap(starts, ends, start, work)
+            floor = self.floor[core]
+            begin, index = _earliest_gap(starts, ends, start if start > floor else floor, work)
             if begin < best_begin:
                 best_begin, best_core, best_index = begin, core, index
                 if begin <= start:
@@ -113,9 +115,17 @@ class NodeCores:
         starts.insert(best_index, best_begin)
         ends.insert(best_index, best_begin + work)
         if len(ends) > PRUNE_AT:
-            gone = bisect_right(ends, self.clock())
-            del starts[:gone], ends[:gone]
+            self._trim(starts, ends, best_core)
         return best_begin + work
+
+    def _trim(self, starts: list[float], ends: list[float], core: int) -> None:
+        """Forget intervals that ended before now; of a long backlog (a saturated node) keep only the latest
+        PRUNE_AT / 2 and treat the core as busy until the forgotten ones end (bounds the gap search)."""
+        gone = bisect_right(ends, self.clock())
+        if len(ends) - gone > PRUNE_AT // 2:
+            gone = len(ends) - PRUNE_AT // 2
+            self.floor[core] = max(self.floor[core], ends[gone - 1])
+        del starts[:gone], ends[:gone]
 
 
 def _earliest_gap(starts: list[float], ends: list[float], t: float, work: float) -> tuple[float, int]:

@@ -222,3 +222,12 @@ def test_the_lab_replay_puts_every_consumer_on_one_host():
     assert lab.node_cores == {"host": 2.0}
     assert lab.client.node == "host" and {lab.node_of(s) for s in lab.services} == {"host"}
     assert lab.client.cpu_per_call is not None and lab.network.kernel_cpu is not None  # their CPU lands on the host
+
+
+def test_a_saturated_node_keeps_its_bookings_bounded_and_its_order():
+    """A backlog far beyond the clock: the core forgets old intervals but never books into the forgotten span."""
+    node = NodeCores(1)
+    finishes = [node.run(0.0, 1.0) for _ in range(200)]
+    assert finishes == pytest.approx([k + 1.0 for k in range(200)])
+    assert all(len(ends) <= 32 for _, ends in node.cores)
+    assert node.run(0.5, 0.25) == pytest.approx(200.25)  # the gaps of the forgotten span are not reused
