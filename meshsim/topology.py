@@ -7,6 +7,7 @@ impossible numbers are refused with the file and key named.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Union
 
@@ -84,6 +85,15 @@ class EdgeHop:
 
 
 @dataclass(frozen=True)
+class KernelCpu:
+    """CPU of the kernel's network stack for one one-way hop: ``per_hop + per_kb x KB``, half on the sender's node
+    and half on the receiver's (a loopback hop: all on its node). Its latency stays the network's."""
+
+    per_hop: Distribution
+    per_kb: Distribution
+
+
+@dataclass(frozen=True)
 class Network:
     loopback: Distribution
     same_node: Distribution
@@ -91,15 +101,22 @@ class Network:
     bandwidth_bps: float
     client_rtt: Distribution | None = None
     edge: tuple[EdgeHop, ...] = ()
+    kernel_cpu: KernelCpu | None = None
 
 
 @dataclass(frozen=True)
 class Client:
-    """The load generator's own per-request work and where it runs."""
+    """The load generator's own per-request work and where it runs.
+
+    ``overhead`` is the per-request delay of the client (booked on its node's cores when the node is declared);
+    ``cpu_per_call`` is the load generator's CPU per call measured from /proc (fortio's utime+stime / calls),
+    booked on the client node's cores before the request leaves (on a core of its own when no node is declared).
+    """
 
     overhead: Distribution | None = None
     node: str = "client"
     request_bytes: int = 100
+    cpu_per_call: Distribution | None = None
 
 
 @dataclass(frozen=True)
@@ -175,9 +192,26 @@ def _service(name: str, raw: Any, where: str) -> Service:
     )
 
 
+def _cpu_cost(section: Section, name: str) -> Distribution:
+    """A CPU cost: a distribution (never negative: parse_distribution refuses negative values) with a finite mean."""
+    dist = distribution_at(section, name)
+    assert dist is not None
+    if not math.isfinite(dist.mean):
+        raise ModelError(f"{section.key(name)}: a CPU cost needs a finite mean, got {dist.mean}")
+    return dist
+
+
+def _kernel_cpu(s: Section) -> KernelCpu | None:
+    k = s.section("kernel_cpu", required=False)
+    if k is None:
+        return None
+    k.reject_unknown(("per_hop_ms", "per_kb_ms", "source", "note"))
+    return KernelCpu(_cpu_cost(k, "per_hop_ms"), _cpu_cost(k, "per_kb_ms"))
+
+
 def _network(s: Section) -> Network:
-    s.reject_unknown(("loopback", "same_node", "cross_node", "bandwidth_gbps", "client_rtt", "edge", "source",
-                      "note"))
+    s.reject_unknown(("loopback", "same_node", "cross_node", "bandwidth_gbps", "client_rtt", "edge", "kernel_cpu",
+                      "source", "note"))
     edge = []
     for i, raw in enumerate(s.get("edge", [])):
         e = Section(raw, f"{s.key('edge')}[{i}]")
@@ -192,6 +226,7 @@ def _network(s: Section) -> Network:
         bandwidth_bps=s.number("bandwidth_gbps", strictly_positive=True, maximum=MAX_BANDWIDTH_GBPS) * 1e9,
         client_rtt=distribution_at(s, "client_rtt", required=False),
         edge=tuple(edge),
+        kernel_cpu=_kernel_cpu(s),
     )
 
 
@@ -247,9 +282,10 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
     client_sec = top.section("client", required=False)
     client = Client()
     if client_sec is not None:
-        client_sec.reject_unknown(("overhead", "node", "request_bytes", "source", "note"))
+        client_sec.reject_unknown(("overhead", "node", "request_bytes", "cpu_per_call", "source", "note"))
         client = Client(distribution_at(client_sec, "overhead", required=False), client_sec.string("node", "client"),
-                        client_sec.integer("request_bytes", 100, minimum=0))
+                        client_sec.integer("request_bytes", 100, minimum=0),
+                        _cpu_cost(client_sec, "cpu_per_call") if client_sec.has("cpu_per_call") else None)
     network = _network(top.section("network"))  # type: ignore[arg-type]
     node_cores: dict[str, float] = {}
     nodes = top.section("nodes", required=False)
@@ -273,14 +309,18 @@ def chain_topology(template: Topology, n: int) -> Topology:
         raise ModelError(f"chain{n}: a chain has 1 to {MAX_SERVICES} services (meshsim/limits.py says why)")
     middle, leaf = template.services["s2"], template.services["s3"]
     services: dict[str, Service] = {}
+    # a service whose template sits on a declared node gets a node of its own with the template node's cores
+    node_cores = {node: cores for node, cores in template.node_cores.items()
+                  if node not in {template.node_of(s) for s in template.services}}
     for i in range(1, n + 1):
         name = f"s{i}"
-        if i == n:
-            services[name] = replace(leaf, name=name, node=None)
-        else:
-            handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in middle.handler)
-            services[name] = replace(middle, name=name, handler=handler, node=None)
-    return replace(template, name=f"chain{n}", entry="s1", services=services,
+        like = leaf if i == n else middle
+        handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in like.handler)
+        services[name] = replace(like, name=name, handler=handler, node=None)
+        cores = template.node_cores.get(template.node_of(like.name))
+        if cores is not None:
+            node_cores[f"node-{name}"] = cores
+    return replace(template, name=f"chain{n}", entry="s1", services=services, node_cores=node_cores,
                    description=f"{n} services in a chain, built from {template.origin} (middle = s2, leaf = s3)",
                    content_hash=f"{template.content_hash}+chain{n}")
 

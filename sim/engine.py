@@ -129,7 +129,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
 
 
 BREAKDOWN_KEYS = ("proxy work", "proxy delay (worker free)", "proxy worker queueing", "wake-ups", "app work",
-                  "app queueing", "node CPU and quota waits", "network")
+                  "app queueing", "node CPU and quota waits", "kernel and load-generator CPU", "network")
 
 
 def time_breakdown(system: System, requests: int) -> dict[str, float]:
@@ -146,6 +146,7 @@ def time_breakdown(system: System, requests: int) -> dict[str, float]:
         if proxy is not None:
             parts["proxy delay (worker free)"] += proxy.delayed
     parts["network"] = system.net.total
+    parts["kernel and load-generator CPU"] = system.host_cpu_time
     return {k: v / max(requests, 1) for k, v in parts.items()}
 
 

@@ -9,13 +9,22 @@ FIFO queues, Envoy) and *shared* (one queue feeding W workers: tokio work steali
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 from meshsim.wakeup import WakeUp
 
 CFS_PERIOD = 0.1  # Linux CFS bandwidth period (cpu.cfs_period_us default 100 ms)
 NODE_PERIOD = 1e-3  # a node's cores shared at scheduler granularity (~1 ms timeslices)
+PRUNE_AT = 32  # booked intervals a core keeps before it forgets those that ended before the clock
+
+
+class Cpu(Protocol):
+    """Something that runs ``work`` CPU seconds from ``start`` and says when it finishes."""
+
+    def run(self, start: float, work: float) -> float: ...
 
 
 class CpuQuota:
@@ -54,6 +63,82 @@ class CpuQuota:
         return t
 
 
+class NodeCores:
+    """A node's cores: every CPU consumer placed on the node (apps, proxies, the load generator, the kernel's network
+    stack) runs its bursts on them first-come-first-served, without preemption, on the core that can start it first.
+
+    Short bursts (tens of microseconds) run to completion on Linux, so a burst of c requests arriving together on a
+    W-core node finishes in waves: the k-th at ceil(k/W) x its cost (M/M/c for Poisson arrivals). Bookings can be
+    made ahead of time (a hop's receive-side CPU is booked when the request leaves the sender), so each core keeps its
+    booked intervals and a booking takes the earliest gap that fits; booked in time order, this is exactly the
+    Kiefer-Wolfowitz c-server FCFS queue. A fractional core count (``cores: 1.5``) is ceil(cores) cores each running
+    at cores/ceil(cores) speed: the same capacity.
+    """
+
+    def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0) -> None:
+        if not cores > 0:
+            raise ValueError(f"a node needs cores > 0, got {cores}")
+        n = math.ceil(cores)
+        self.slowdown = n / cores
+        # per core: the starts and the ends of its booked intervals, sorted (disjoint, so both ascend)
+        self.cores: list[tuple[list[float], list[float]]] = [([], []) for _ in range(n)]
+        # per core: no booking begins before this (the end of intervals forgotten from a long backlog)
+        self.floor = [0.0] * n
+        self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
+
+    def run(self, start: float, work: float) -> float:
+        if work <= 0.0:
+            return start
+        if self.slowdown != 1.0:
+            work *= self.slowdown
+        end = start + work
+        for core, (starts, ends) in enumerate(self.cores):  # the usual case: a core is idle from `start` on
+            if not ends or ends[-1] <= start:
+                if len(ends) >= PRUNE_AT:
+                    self._trim(starts, ends, core)
+                starts.append(start)
+                ends.append(end)
+                return end
+        return self._fit(start, work)
+
+    def _fit(self, start: float, work: float) -> float:
+        """Every core has work booked past ``start``: the earliest gap that fits on any core."""
+        best_begin, best_core, best_index = math.inf, 0, 0
+        for core, (starts, ends) in enumerate(self.cores):
+            floor = self.floor[core]
+            begin, index = _earliest_gap(starts, ends, start if start > floor else floor, work)
+            if begin < best_begin:
+                best_begin, best_core, best_index = begin, core, index
+                if begin <= start:
+                    break
+        starts, ends = self.cores[best_core]
+        starts.insert(best_index, best_begin)
+        ends.insert(best_index, best_begin + work)
+        if len(ends) > PRUNE_AT:
+            self._trim(starts, ends, best_core)
+        return best_begin + work
+
+    def _trim(self, starts: list[float], ends: list[float], core: int) -> None:
+        """Forget intervals that ended before now; of a long backlog (a saturated node) keep only the latest
+        PRUNE_AT / 2 and treat the core as busy until the forgotten ones end (bounds the gap search)."""
+        gone = bisect_right(ends, self.clock())
+        if len(ends) - gone > PRUNE_AT // 2:
+            gone = len(ends) - PRUNE_AT // 2
+            self.floor[core] = max(self.floor[core], ends[gone - 1])
+        del starts[:gone], ends[:gone]
+
+
+def _earliest_gap(starts: list[float], ends: list[float], t: float, work: float) -> tuple[float, int]:
+    """Earliest begin >= t of a gap of ``work`` between a core's sorted, disjoint intervals, and where it goes."""
+    i = bisect_right(ends, t)
+    while i < len(starts):
+        if starts[i] - t >= work - 1e-15:
+            return t, i
+        t = ends[i] if ends[i] > t else t
+        i += 1
+    return t, i
+
+
 @dataclass
 class Station:
     """A service centre with ``servers`` workers; ``pinned`` gives each worker its own FIFO queue."""
@@ -64,7 +149,7 @@ class Station:
     wakeup: WakeUp | None = None
     wake_draw: Callable[[], float] | None = None  # uniform(0, 1) stream deciding cold wake-ups
     quota: CpuQuota | None = None
-    node: CpuQuota | None = None  # the cores of the node this station shares with its neighbours
+    node: Cpu | None = None  # the cores of the node this station shares with its neighbours
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     jobs: int = 0
@@ -148,6 +233,9 @@ class Station:
 
     def _run(self, start: float, work: float) -> float:
         """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""
+        if self.quota is None:
+            assert self.node is not None  # serve() calls this only when one of the two is set
+            return self.node.run(start, work)
         return max(q.run(start, work) for q in (self.quota, self.node) if q is not None)
 
     def add_background(self, now: float, work: float, server: int | None = None) -> None:

@@ -13,13 +13,14 @@ from typing import Generator
 
 import simpy
 
+from meshsim.distributions import Deterministic, Distribution
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel, Service
+from meshsim.topology import Call, Choose, Compute, Parallel, Service, Topology
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.stations import NODE_PERIOD, CpuQuota, Station
+from meshsim.sim.stations import NodeCores, Station
 from meshsim.sim.streams import Sampler, Streams
 
 Process = Generator[simpy.Event, object, None]
@@ -79,6 +80,7 @@ class System:
         self.tls_sessions: set[tuple[int, str, str]] = set()
         self._share_node_cpu()
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
+        self.host_cpu_time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
 
@@ -125,7 +127,7 @@ class System:
     def _share_node_cpu(self) -> None:
         """Put every station on its node's CPU quota (nodes with declared cores)."""
         topo = self.scenario.topology
-        self.node_cpu = {node: CpuQuota(cores, NODE_PERIOD) for node, cores in topo.node_cores.items()}
+        self.node_cpu = self._host_cpu(topo)
         for reps in self.apps.values():
             for app in reps:
                 app.station.node = self.node_cpu.get(app.node)
@@ -135,6 +137,48 @@ class System:
         self.client_cpu = self.node_cpu.get(topo.client.node)
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
+
+    def _host_cpu(self, topo: Topology) -> dict[str, NodeCores]:
+        """The declared nodes' cores, and the samplers of the CPU consumers that are not stations: the load
+        generator's CPU per call and the kernel's network stack per hop and per KB."""
+        env = self.env
+        cpu = topo.client.cpu_per_call
+        self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
+        kernel = topo.network.kernel_cpu
+        self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop) if kernel else None
+        self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb) if kernel else None
+        return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
+
+    def _on_node(self, node: str, start: float, work: float) -> float:
+        """When ``work`` CPU seconds ready at ``start`` finish on ``node`` (on a core of its own if undeclared)."""
+        cores = self.node_cpu.get(node)
+        return start + work if cores is None else cores.run(start, work)
+
+    def _hop(self, pending: float, src: str, dst: str, nbytes: int, loopback: bool = False) -> float:
+        """``pending`` after a one-way hop: the network's latency, plus the time the kernel's sending and
+        receiving work waits for and uses a core of the sender's and the receiver's node."""
+        latency = self.net.loopback() if loopback else self.net.hop(src, dst, nbytes)
+        if self.kernel_per_hop is None:
+            return pending + latency
+        assert self.kernel_per_kb is not None
+        cpu = self.kernel_per_hop() + self.kernel_per_kb() * nbytes / 1024.0
+        now = self.env.now
+        t = now + pending
+        cores = self.node_cpu.get(src)
+        if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
+            after = (t + cpu if cores is None else cores.run(t, cpu)) + latency - now
+        else:
+            half = 0.5 * cpu
+            t = (t + half if cores is None else cores.run(t, half)) + latency
+            cores = self.node_cpu.get(dst)
+            after = (t + half if cores is None else cores.run(t, half)) - now
+        self._count_host_cpu(after - pending - latency)
+        return after
+
+    def _count_host_cpu(self, seconds: float) -> None:
+        """Time a request spent in CPU that belongs to no station (kernel, load generator), while recording."""
+        if self.net.recording:
+            self.host_cpu_time += seconds
 
     def _balancer(self, policy: str, target: str, chooser: str) -> Balancer:
         n = self.scenario.topology.services[target].replicas
@@ -177,6 +221,11 @@ class System:
         pending = self.client_overhead() if self.client_overhead is not None else 0.0
         if self.client_cpu is not None and pending > 0:  # the load generator's own CPU on a shared node
             pending = self.client_cpu.run(self.env.now, pending) - self.env.now
+        if self.client_cpu_per_call is not None:  # fortio's CPU per call, before the request leaves
+            now = self.env.now
+            before = pending
+            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call()) - now
+            self._count_host_cpu(pending - before)
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
             rtts = 1 + (2 if self.workload.tls else 0)
@@ -214,46 +263,46 @@ class System:
                 new_session = True
         # request direction
         if out is not None:
-            pending += net.loopback() if out.node == caller.node else net.hop(caller.node, out.node, req_bytes)
+            pending = self._hop(pending, caller.node, out.node, req_bytes, loopback=out.node == caller.node)
             if pending > 0:
                 yield env.timeout(pending)
             pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
         src = out.node if out is not None else caller.node
         if lb is not None:
-            pending += net.hop(src, lb.node, req_bytes)
+            pending = self._hop(pending, src, lb.node, req_bytes)
             if pending > 0:
                 yield env.timeout(pending)
             pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
             src = lb.node
-        pending += net.hop(src, replica.node, req_bytes)
+        pending = self._hop(pending, src, replica.node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
             pending += net.round_trip(src, replica.node) * inbound.handshake_round_trips
         if inbound is not None:
             if pending > 0:
                 yield env.timeout(pending)
             pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
-            pending += net.loopback()
+            pending = self._hop(pending, replica.node, replica.node, req_bytes, loopback=True)
         yield from self.handle(replica, conn, pending)
         # response direction (the app has just sent its response; env.now is that time)
         pending = 0.0
         if inbound is not None:
-            pending = net.loopback()
+            pending = self._hop(0.0, replica.node, replica.node, resp_bytes, loopback=True)
             if pending > 0:
                 yield env.timeout(pending)
             pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
         if lb is not None:
-            pending += net.hop(replica.node, lb.node, resp_bytes)
+            pending = self._hop(pending, replica.node, lb.node, resp_bytes)
             if pending > 0:
                 yield env.timeout(pending)
             pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
-            pending += net.hop(lb.node, src if out is None else out.node, resp_bytes)
+            pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
-            pending += net.hop(replica.node, src, resp_bytes)
+            pending = self._hop(pending, replica.node, src, resp_bytes)
         if out is not None:
             if pending > 0:
                 yield env.timeout(pending)
             pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
-            pending += net.loopback() if out.node == caller.node else net.hop(out.node, caller.node, resp_bytes)
+            pending = self._hop(pending, out.node, caller.node, resp_bytes, loopback=out.node == caller.node)
         if pending > 0:
             yield env.timeout(pending)
         balancer.done(index, env.now - sent)
@@ -293,3 +342,11 @@ class System:
             if draw < acc:
                 return name
         return step.services[-1]
+
+
+def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:
+    """A sampler, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
+    if isinstance(dist, Deterministic):
+        value = max(dist.value, 0.0)
+        return lambda: value
+    return streams.sampler(name, dist)
