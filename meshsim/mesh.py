@@ -85,6 +85,9 @@ class Feature:
     collector: Collector | None = None
     sampling: float = 1.0
     description: str = ""
+    # what the feature adds to a proxy's cold wake (its code and data are cold too): delay and CPU, seconds
+    cold_delay: float = 0.0
+    cold_cpu: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,10 @@ def _per_pass(s: Section) -> dict[str, Distribution]:
 
 def _feature(name: str, s: Section) -> Feature:
     s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
-                      "collector", "sampling", *_META))
+                      "collector", "sampling", "cold_wake", *_META))
+    cold = s.section("cold_wake", required=False)
+    if cold is not None:
+        cold.reject_unknown(("delay_ms", "cpu_ms", *_META))
     handshake = None
     hs = s.section("handshake", required=False)
     if hs is not None:
@@ -196,7 +202,9 @@ def _feature(name: str, s: Section) -> Feature:
     return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
                    s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
                    handshake, distribution_at(s, "post_response", required=False), collector, sampling,
-                   s.get("description", ""))
+                   s.get("description", ""),
+                   cold.number("delay_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
+                   cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0)
 
 
 def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
@@ -214,6 +222,8 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
             raise ModelError(f"{feat_sec.where}: features need a proxy (this mesh has none)")
         for fname in feat_sec.data:
             features[str(fname)] = _feature(str(fname), Section(feat_sec.data[fname], feat_sec.key(str(fname))))
+    if any(f.cold_delay or f.cold_cpu for f in features.values()) and (proxy is None or proxy.wakeup is None):
+        raise ModelError(f"{where}: features.*.cold_wake: adds to the proxy's cold wake-ups, but proxy.wakeup is missing")
     lb_sec = top.section("load_balancer", required=False)
     lb = _proxy(lb_sec, LB_PASS_KINDS) if lb_sec is not None else None
     calibration = top.get("calibration", {})

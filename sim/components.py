@@ -7,7 +7,8 @@ the measurement manifests: ``client/sidecar``, ``<service>/app``, ``<service>/si
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -20,8 +21,11 @@ from meshsim.sim.streams import Sampler, Streams
 
 
 def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy: ProxyModel | None = None,
-                 service: Service | None = None) -> Station:
+                 service: Service | None = None, features: Sequence[Feature] = ()) -> Station:
     wakeup = proxy.wakeup if proxy else (service.wakeup if service else None)
+    if wakeup is not None and features:  # the features' code is cold too: their part of a cold wake
+        wakeup = replace(wakeup, delay=wakeup.delay + sum(f.cold_delay for f in features),
+                         cpu=wakeup.cpu + sum(f.cold_cpu for f in features))
     quota = CpuQuota(proxy.cpu_limit) if proxy is not None and proxy.cpu_limit is not None else None
     draw = streams.uniforms(f"{name}:wakeup") if wakeup is not None else None
     return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota)
@@ -104,7 +108,7 @@ class ProxyInstance:
 def build_proxy(component: str, instance: str, model: ProxyModel, features: list[Feature], node: str,
                 streams: Streams, pass_kinds: tuple[str, ...], collectors: dict[str, Station]) -> ProxyInstance:
     pinned = model.dispatch == "pinned"
-    station = make_station(instance, model.workers, pinned, streams, proxy=model)
+    station = make_station(instance, model.workers, pinned, streams, proxy=model, features=features)
     passes: dict[str, Sampler] = {}
     for kind in pass_kinds:
         parts: list[Distribution | None] = [model.passes[kind]]

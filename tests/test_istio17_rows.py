@@ -46,3 +46,27 @@ def test_sidecar_cpu_and_p50_at_10_and_100_rps(label: str) -> None:
         assert pred["latency_ms"]["p50"] == pytest.approx(float(row["p50"]) / 1e3, rel=0.15), (label, rate)
     for side in SIDECARS:  # CPU per request falls with the rate, as in the rows (idle CPU and wake-ups)
         assert per_request[(side, 10)] > 1.3 * per_request[(side, 100)]
+
+
+def test_a_feature_adds_its_part_to_the_proxys_cold_wake(tmp_path) -> None:
+    """Telemetry's cold_wake adds to the istio proxy's: the station built with it wakes slower and dearer."""
+    from meshsim.catalog import load_mesh
+    from meshsim.errors import ModelError
+    from meshsim.sim.components import make_station
+    from meshsim.sim.streams import Streams
+
+    mesh = load_mesh("istio")
+    proxy, telemetry = mesh.proxy, mesh.features["telemetry"]
+    assert proxy is not None and proxy.wakeup is not None and telemetry.cold_cpu > 0
+    bare = make_station("s", 2, True, Streams(1, 0), proxy=proxy)
+    with_tel = make_station("s", 2, True, Streams(1, 0), proxy=proxy, features=[telemetry])
+    assert bare.wakeup == proxy.wakeup
+    assert with_tel.wakeup.delay == pytest.approx(proxy.wakeup.delay + telemetry.cold_delay)
+    assert with_tel.wakeup.cpu == pytest.approx(proxy.wakeup.cpu + telemetry.cold_cpu)
+    assert with_tel.wakeup.tau == proxy.wakeup.tau
+    broken = tmp_path / "m.yaml"  # a feature's cold_wake needs the proxy's wake-up (its tau)
+    text = (measurements_dir().parent / "models" / "meshes" / "istio.yaml").read_text()
+    start = text.index("  wakeup: {delay_ms: 0.19")
+    broken.write_text(text[:start] + text[text.index("\n", start) + 1:])
+    with pytest.raises(ModelError, match="cold_wake: adds to the proxy's cold wake-ups, but proxy.wakeup is missing"):
+        load_mesh(str(broken))
