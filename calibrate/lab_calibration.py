@@ -9,15 +9,16 @@ minutes on a 2-core machine; progress goes to ``progress`` (stderr in the CLI).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from meshsim.errors import FieldError, MeshsimError
+from meshsim.errors import FieldError, Interrupted, MeshsimError
 
-from meshsim.calibrate.measure.lab.commands import lab_run
+from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
 from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, LabSpec
+from meshsim.calibrate.measure.lab.stored_probes import StoredProbes
 from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
 from meshsim.progress import Progress
 
@@ -65,6 +66,53 @@ def burst_plan(rates: Sequence[float], payloads: Sequence[int], duration_s: floa
             for c in BURST_CONNECTIONS]
 
 
+@dataclass
+class _Measurer:
+    """Measures the plan's probes setup by setup, or (resuming) takes a probe's stored run folder instead."""
+
+    out_dir: Path
+    state_dir: Path
+    say: Progress
+    stored: StoredProbes | None
+    runs: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)
+
+    def measure(self, spec: LabSpec, probes: Sequence[ProbeSettings]) -> None:
+        todo = []
+        for settings in probes:
+            folder = self.stored.take(spec, settings) if self.stored is not None else None
+            if folder is None:
+                todo.append(settings)
+                continue
+            self.runs.append(folder)
+            self.skipped.append(folder)
+            self.say(f"    resume: skipped {settings.rps:g} rps c={settings.connections} {settings.payload_bytes} B, "
+                     f"stored in {folder}")
+        if todo:
+            results = lab_run(spec, todo, self.out_dir, progress=lambda msg: self.say(f"    {msg}"),
+                              state_dir=self.state_dir)
+            self.runs.extend(r.folder for r in results)
+
+
+def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Sequence[ProbeSettings],
+                  bursts: Sequence[ProbeSettings], batching: bool, mesh: str, workers: int, rates: Sequence[float],
+                  payloads: Sequence[int], duration_s: float, total: int, started: float) -> None:
+    for index, (topology, mode) in enumerate(stages, 1):
+        m.say(f"[{index}/{len(stages)}] {mode} ({topology}) ...")
+        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), probes)
+        m.say(f"[{index}/{len(stages)}] {mode} done, {len(m.runs)}/{total} runs, {time.monotonic() - started:.0f} s")
+    if bursts:
+        m.say(f"burst probes: both sidecars, {workers} workers, c = "
+              f"{'/'.join(str(b.connections) for b in bursts)} firing together at {bursts[0].rps:g} rps ...")
+        m.measure(LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh), bursts)
+    if batching:
+        rps = max(rates)
+        m.say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {rps:g} rps ...")
+        m.measure(LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh),
+                  [ProbeSettings(rps=rps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
+                                 payload_bytes=payloads[0])])
+
+
 def calibrate_lab(
     mesh: str = DEFAULT_MESH,
     out_dir: Path = DEFAULT_OUT,
@@ -79,6 +127,8 @@ def calibrate_lab(
     fit: bool = True,
     batching_probe: bool = True,
     burst_probes: bool = True,
+    resume: bool = False,
+    state_dir: Path = DEFAULT_LAB_DIR,
 ) -> LabCalibration:
     """Run the standard plan (every run stored under ``out_dir``), then fit ``model_out`` from the runs.
 
@@ -90,6 +140,9 @@ def calibrate_lab(
     ``burst_probes``: both sidecars with c = 2, 4, 8 connections firing together (no -uniform) at the lowest rate.
     The k-th request of a burst on a worker waits for the held part of the passes before it, which one connection
     never shows: the fitter finds by simulation what fraction of a pass holds the worker.
+
+    ``resume``: a probe whose run is already stored under ``out_dir`` (same setup and load) is not measured again;
+    the fit uses the stored and the new runs. ``state_dir``: where the lab records its processes while it runs.
     """
     if not rates or not payloads:
         raise FieldError("rates", "need at least one rate, and at least one payload size")
@@ -101,26 +154,17 @@ def calibrate_lab(
     say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes = {total} runs of "
         f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
     started = time.monotonic()
-    runs: list[Path] = []
-    for index, (topology, mode) in enumerate(stages, 1):
-        say(f"[{index}/{len(stages)}] {mode} ({topology}) ...")
-        spec = LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh)
-        results = lab_run(spec, probes, Path(out_dir), progress=lambda msg: say(f"    {msg}"))
-        runs.extend(r.folder for r in results)
-        say(f"[{index}/{len(stages)}] {mode} done, {len(runs)}/{total} runs, {time.monotonic() - started:.0f} s")
-    if bursts:
-        say(f"burst probes: both sidecars, {workers} workers, c = "
-            f"{'/'.join(str(b.connections) for b in bursts)} firing together at {bursts[0].rps:g} rps ...")
-        spec = LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh)
-        runs.extend(r.folder for r in lab_run(spec, bursts, Path(out_dir), progress=lambda msg: say(f"    {msg}")))
-    if batching:
-        rps = max(rates)
-        say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {rps:g} rps ...")
-        spec = LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh)
-        probe = ProbeSettings(rps=rps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
-                              payload_bytes=payloads[0])
-        results = lab_run(spec, [probe], Path(out_dir), progress=lambda msg: say(f"    {msg}"))
-        runs.extend(r.folder for r in results)
+    measurer = _Measurer(Path(out_dir), Path(state_dir), say, StoredProbes.scan(Path(out_dir)) if resume else None)
+    try:
+        _measure_plan(measurer, stages, probes, bursts, batching, mesh, workers, rates, payloads, duration_s, total,
+                      started)
+    except Interrupted:
+        raise Interrupted(f"calibrate --lab interrupted; {len(measurer.runs)} run(s) kept in {out_dir}, every lab "
+                          f"process stopped (--resume skips them next time)") from None
+    runs = measurer.runs
+    if measurer.skipped:
+        say(f"resume: skipped {len(measurer.skipped)} probes already stored in {out_dir}, measured "
+            f"{len(runs) - len(measurer.skipped)}")
     fitted = None
     if fit and model_out is not None:
         say(f"fitting {model_out} from {len(runs)} runs ...")

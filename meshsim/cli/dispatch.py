@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from meshsim import __version__
@@ -60,9 +62,26 @@ def _unavailable(sub: argparse._SubParsersAction, command: str, extra: str, miss
     p.set_defaults(handler=handler)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI timeout) take the Ctrl-C path: every command stops
+    # what it started, removes its temporary folders and keeps what it finished, instead of dying on the spot.
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _run(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args) or 0)
     except MeshsimError as exc:

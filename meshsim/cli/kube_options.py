@@ -27,7 +27,8 @@ def add_kube_calibrate_options(parser: argparse.ArgumentParser) -> None:
     add("--namespace-prefix", default="meshsim-probe", metavar="PREFIX",
         help="prefix of the namespaces created (one per configuration; deleted at the end)")
     add("--dry-run", action="store_true", help="print every object as YAML; create nothing")
-    add("--resume", action="store_true", help="skip probes already stored under --out")
+    add("--resume", action="store_true",
+        help="skip probes already stored (--kube: under --out; --lab: under --lab-out, matched on their setup)")
     add("--out", default=None, metavar="DIR", help="where run folders go (with --kube default: measurements/kube)")
     add("--plan", default=None, metavar="FILE",
         help="probe plan YAML (with --kube default: calibrate/kube/default-plan.yaml)")

@@ -53,7 +53,8 @@ def _add_probe_options(parser: argparse.ArgumentParser, multi: bool) -> None:
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=LAB_DIR_DEFAULT,
-                        help=f"lab folder holding state.json, configs and logs (default {LAB_DIR_DEFAULT}/)")
+                        help=f"lab folder holding state.json, configs, logs and the ledgers of running lab commands "
+                             f"(what a killed one left is stopped by the next lab command; default {LAB_DIR_DEFAULT}/)")
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -84,6 +85,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     _add_spec_options(run)
     _add_probe_options(run, multi=True)
     run.add_argument("--json", action="store_true", help="print one JSON object: run folders and their p50/p90/p99")
+    _state_dir_option(run)
     run.set_defaults(handler=handle_run)
 
     from meshsim.cli.validate_command import register_lab  # calibrate on the lab, measure held-out runs, validate
@@ -149,7 +151,8 @@ def _rates(text: str, flag: str = "--rps") -> list[float]:
 def handle_run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_run
 
-    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=_progress)
+    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=_progress,
+                      state_dir=args.state_dir)
     if args.json:
         print(json.dumps({"runs": [r.summary() for r in results]}))
     else:
@@ -171,6 +174,9 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
                        help="seconds per probe (default %(default)s)")
     group.add_argument("--lab-workers", type=int, default=2, help="Envoy workers per proxy (default 2)")
     group.add_argument("--lab-out", type=Path, default=OUT_DEFAULT, help=f"run folders go here (default {OUT_DEFAULT})")
+    group.add_argument("--lab-state-dir", type=Path, default=LAB_DIR_DEFAULT,
+                       help=f"where the lab records its processes while it runs; the next lab command stops what a "
+                            f"killed calibration left (default {LAB_DIR_DEFAULT}/)")
     group.add_argument("--lab-no-batching-probe", action="store_true",
                        help="skip the run with eight connections on one worker that separates what a pass costs a "
                             "busy worker from the cost of waking an idle one")
@@ -189,4 +195,5 @@ def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         raise MeshsimError(f"--lab-payloads: expected a comma list of byte counts, got {args.lab_payloads!r}") from None
     return {"out_dir": args.lab_out, "rates": _rates(args.lab_rates, "--lab-rates"), "payloads": payloads,
             "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
-            "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes}
+            "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes,
+            "state_dir": args.lab_state_dir, "resume": bool(getattr(args, "resume", False))}

@@ -2,7 +2,9 @@
 
 ``lab_up`` daemonises a supervisor (``meshsim.calibrate.measure.lab.daemon``) so the lab keeps running after the CLI exits;
 its state (pids, ports, commands) lives in ``state.json`` under the lab folder (default ``.meshsim-lab/``), which
-``lab_probe`` and ``lab_down`` read. ``lab_run`` does up -> probes -> down inside one process and needs no daemon.
+``lab_probe`` and ``lab_down`` read. ``lab_run`` does up -> probes -> down inside one process and needs no daemon;
+it records every pid and temporary folder in a ledger in the same folder (``ledger.py``), and every lab command
+first stops what a killed command left behind.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Sequence
 from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
 
 from meshsim.calibrate.measure.lab.daemon import SPEC_FILE
+from meshsim.calibrate.measure.lab.ledger import Ledger, Reaped, reap_orphans
 from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, read_state_data
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeResult, ProbeSettings, probe
 from meshsim.calibrate.measure.lab.spec import LabSpec
-from meshsim.calibrate.measure.lab.supervisor import pid_alive, pid_start_ticks
+from meshsim.calibrate.measure.lab.supervisor import interrupts_deferred, pid_alive, pid_start_ticks
 from meshsim.progress import Progress
 
 DEFAULT_LAB_DIR = Path(".meshsim-lab")
@@ -45,9 +48,19 @@ def _alive(processes: list[dict]) -> list[int]:
     return [p["pid"] for p in processes if pid_alive(p["pid"]) and pid_start_ticks(p["pid"]) == p.get("start_ticks")]
 
 
+def reap(state_dir: Path, progress: Progress | None = _stderr) -> Reaped:
+    """Stop what lab commands killed before they could clean up left behind in ``state_dir``, and say so."""
+    reaped = reap_orphans(Path(state_dir))
+    if progress and reaped.ledgers:
+        progress(f"lab: stopped {len(reaped.pids)} processes and removed {len(reaped.temp_dirs)} temporary folders "
+                 f"left by {len(reaped.ledgers)} killed lab command(s) in {state_dir}")
+    return reaped
+
+
 def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP_TIMEOUT_S) -> LabState:
     """Start a detached lab supervisor; return once every process listens (RunFailed with its reason otherwise)."""
     lab_dir = Path(lab_dir).resolve()
+    reap(lab_dir)
     existing = read_state_data(lab_dir)
     if existing and (_daemon_alive(existing) or _alive(existing.get("processes") or [])):
         raise FieldError("state_dir", f"{lab_dir}: a lab is already up there (supervisor pid "
@@ -97,15 +110,22 @@ def read_lab(lab_dir: Path = DEFAULT_LAB_DIR) -> LabState:
 
 
 def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
-    return probe(read_lab(lab_dir), settings, Path(out_dir))
+    state = read_lab(lab_dir)
+    ledger = Ledger.open(Path(lab_dir), "lab probe")  # the load generator and the probe's temporary folder
+    try:
+        result = probe(state, settings, Path(out_dir), ledger)
+    finally:
+        ledger.close_if_clear()
+    return result
 
 
 def lab_down(lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = DOWN_TIMEOUT_S) -> list[int]:
     """Stop the lab's supervisor, then make sure every pid it recorded is gone; return the pids that were stopped."""
     lab_dir = Path(lab_dir).resolve()
+    reaped = list(reap(lab_dir).pids)  # what killed `lab run`s and a killed supervisor's start left
     data = read_state_data(lab_dir)
     if data is None:
-        return []  # nothing was up: down is idempotent
+        return reaped  # nothing was up: down is idempotent
     processes = [p for p in data.get("processes") or []]
     daemon_pid = data.get("daemon_pid")
     if _daemon_alive(data):
@@ -129,7 +149,13 @@ def lab_down(lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = DOWN_TIMEOUT_S)
     if left:
         raise RunFailed(f"lab down: pids still alive after SIGKILL: {left}")
     (lab_dir / STATE_FILE).unlink(missing_ok=True)
-    return [p["pid"] for p in processes] + ([int(daemon_pid)] if daemon_pid else [])
+    return reaped + [p["pid"] for p in processes] + ([int(daemon_pid)] if daemon_pid else [])
+
+
+def _probe_line(index: int, count: int, settings: ProbeSettings, result: ProbeResult) -> str:
+    s = result.summary()
+    return (f"probe {index}/{count}: {settings.rps:g} rps c={settings.connections} {settings.payload_bytes} B -> "
+            f"p50 {s['p50_ms']} p90 {s['p90_ms']} p99 {s['p99_ms']} ms [{s['status']}] {result.folder}")
 
 
 def lab_run(
@@ -138,25 +164,41 @@ def lab_run(
     out_dir: Path = DEFAULT_OUT,
     lab_dir: Path | None = None,
     progress: Progress | None = _stderr,
+    state_dir: Path = DEFAULT_LAB_DIR,
 ) -> list[ProbeResult]:
-    """Up -> each probe -> down in this process; runs already stored stay stored when a later one fails."""
+    """Up -> each probe -> down in this process; runs already stored stay stored when a later one fails or the
+    command is interrupted. Every pid and temporary folder is in a ledger under ``state_dir`` until it is gone, so a
+    SIGKILL leaves nothing the next lab command cannot find (see ``reap``)."""
+    reap(state_dir, progress)
     results: list[ProbeResult] = []
-    with tempfile.TemporaryDirectory(prefix="meshsim-lab-") as tmp:
-        lab = Lab(spec, Path(lab_dir) if lab_dir else Path(tmp))
+    ledger: Ledger | None = None
+    work: tempfile.TemporaryDirectory[str] | None = None
+    try:
+        with interrupts_deferred():  # an interrupt cannot fall between making the temp folder and recording it
+            ledger = Ledger.open(Path(state_dir), "lab run")
+            work = tempfile.TemporaryDirectory(prefix="meshsim-lab-")
+            ledger.add_temp_dir(Path(work.name))
+        lab = Lab(spec, Path(lab_dir) if lab_dir else Path(work.name), ledger=ledger)
         try:
             state = lab.up()
             if progress:
-                progress(f"lab up: {spec.topology} {spec.mode}, {len(state.processes)} processes, entry {state.entry_url}")
+                progress(f"lab up: {spec.topology} {spec.mode}, {len(state.processes)} processes, "
+                         f"entry {state.entry_url}")
             for index, settings in enumerate(probes, 1):
-                result = probe(state, settings, Path(out_dir))
+                result = probe(state, settings, Path(out_dir), ledger)
                 results.append(result)
                 if progress:
-                    s = result.summary()
-                    progress(f"probe {index}/{len(probes)}: {settings.rps:g} rps c={settings.connections} "
-                             f"{settings.payload_bytes} B -> p50 {s['p50_ms']} p90 {s['p90_ms']} p99 {s['p99_ms']} ms "
-                             f"[{s['status']}] {result.folder}")
-        except KeyboardInterrupt:
-            raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}") from None
+                    progress(_probe_line(index, len(probes), settings, result))
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}, every lab process "
+                              f"stopped") from None
         finally:
             lab.down()
+    except KeyboardInterrupt:  # before the lab started
+        raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}") from None
+    finally:
+        if work is not None:
+            work.cleanup()
+        if ledger is not None:
+            ledger.close_if_clear()  # else the next lab command stops what is left from the ledger
     return results

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from meshsim.errors import MeshsimError
 
+from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import Lab, read_state_data, write_state
 from meshsim.calibrate.measure.lab.spec import LabSpec
 
@@ -31,20 +32,35 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lab_dir: Path = args.lab_dir
     stop = threading.Event()
+    ready = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        if not ready.is_set():  # still starting: abort the start (Lab.up stops what it started) instead of finishing it
+            raise KeyboardInterrupt
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     lab: Lab | None = None
+    ledger = Ledger.open(lab_dir, "lab up supervisor")  # a SIGKILLed supervisor's children stay findable
     try:
         spec = LabSpec.from_dict(json.loads((lab_dir / SPEC_FILE).read_text(encoding="utf-8")))
-        lab = Lab(spec, lab_dir)
+        lab = Lab(spec, lab_dir, ledger=ledger)
         state = lab.up()
         write_state(lab_dir, state.to_dict())
+        ready.set()
         while not stop.wait(0.5):
             pass
         left = lab.down()
         data = read_state_data(lab_dir) or state.to_dict()
         write_state(lab_dir, {**data, "status": "stopped", "left_alive": left})
+        ledger.close_if_clear()
         return 0
+    except KeyboardInterrupt:
+        write_state(lab_dir, {"schema": "meshsim/lab-state/v1", "status": "stopped", "error": "interrupted while "
+                              "starting", "left_alive": list(ledger.processes)})
+        ledger.close_if_clear()
+        return 130
     except (MeshsimError, OSError, ValueError, TypeError, KeyError) as exc:
         message = str(exc) if isinstance(exc, MeshsimError) else f"lab supervisor: {type(exc).__name__}: {exc}"
         traceback.print_exc(file=sys.stderr)  # into daemon.log, for the developer; the CLI shows `message`
@@ -56,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 message += f"; {down_exc}"
         write_state(lab_dir, {"schema": "meshsim/lab-state/v1", "status": "failed", "error": message,
                               "left_alive": left})
+        ledger.close_if_clear()
         return 1
 
 

@@ -25,9 +25,16 @@ from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 from meshsim.tools import find_binary
 
 from meshsim.calibrate.measure.lab.envoy_config import ZIPKIN_FLUSH_MS
+from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
-from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, rss_mb_of
+from meshsim.calibrate.measure.lab.supervisor import (
+    cpu_seconds_of,
+    interrupts_deferred,
+    pid_start_ticks,
+    rss_mb_of,
+    unblock_interrupts,
+)
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
 DEFAULT_MAX_ERROR_FRACTION = 0.001
@@ -116,19 +123,28 @@ class FortioRun:
 
 
 def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extra: Sequence[str] = (),
-               label: str = "meshsim lab") -> FortioRun:
-    """Run fortio load and return its result JSON, access log, command line and own resource use."""
+               label: str = "meshsim lab", ledger: Ledger | None = None) -> FortioRun:
+    """Run fortio load and return its result JSON, access log, command line and own resource use; the load
+    generator's pid goes into ``ledger`` while it runs."""
     json_out, access = work / "fortio.json", work / "access.jsonl"
     argv = fortio_argv(fortio, url, settings, json_out, access, extra, label)
     with open(work / "fortio.log", "wb") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+        with interrupts_deferred():  # started and recorded, or neither
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
+                                    preexec_fn=unblock_interrupts)
+            if ledger is not None:
+                ledger.add_process("client/load", proc.pid, pid_start_ticks(proc.pid))
         try:
             _, status, usage = os.wait4(proc.pid, 0)  # rusage: the load generator's own CPU
         except KeyboardInterrupt:
             proc.terminate()
             proc.wait(timeout=5)
+            if ledger is not None:
+                ledger.forget_process(proc.pid)
             raise
         proc.returncode = os.waitstatus_to_exitcode(status)
+        if ledger is not None:
+            ledger.forget_process(proc.pid)
     if proc.returncode != 0 or not json_out.exists():
         tail = (work / "fortio.log").read_text(errors="replace").strip().splitlines()[-2:]
         raise RunFailed(f"lab probe: fortio load exited with code {proc.returncode} against {url}: {' | '.join(tail)}")
@@ -252,18 +268,23 @@ def _free_folder(out_dir: Path, run_id: str) -> Path:
     return folder
 
 
-def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
-    """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run."""
+def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
+          ledger: Ledger | None = None) -> ProbeResult:
+    """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run.
+    ``ledger``: where the load generator's pid and the probe's temporary folder are recorded while they exist."""
     fortio = find_binary("fortio")
     url = target_url(state.entry_url, settings.payload_bytes)
     _check_processes(state, "before the load")
     spans_before = collector_spans(state)
     with tempfile.TemporaryDirectory(prefix="meshsim-probe-") as tmp:
         work = Path(tmp)
+        if ledger is not None:
+            ledger.add_temp_dir(work)
         started = time.time()
         cpu_before = _cpu_snapshot(state)
         try:
-            run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}")
+            run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
+                             ledger=ledger)
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
                 _wait_for_span_export(state)

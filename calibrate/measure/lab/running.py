@@ -21,6 +21,7 @@ from meshsim.errors import RunFailed
 from meshsim.tools import find_binary
 
 from meshsim.calibrate.measure.lab.cpulimit import find_cpu_limiter
+from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.processes import LabPlan, plan_lab
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import (
@@ -146,6 +147,7 @@ class Lab:
     supervisor: Supervisor | None = None
     state: LabState | None = None
     plan: LabPlan | None = field(default=None, repr=False)
+    ledger: Ledger | None = None  # where every started pid is recorded (see ledger.py)
 
     def up(self) -> LabState:
         fortio = find_binary("fortio")
@@ -154,7 +156,7 @@ class Lab:
             "fortio": component_versions(fortio, fortio)["fortio"]}
         limiter = find_cpu_limiter(f"{os.getpid()}-{int(time.time())}") if self.spec.cpu_limit is not None else None
         self.lab_dir.mkdir(parents=True, exist_ok=True)
-        self.supervisor = Supervisor(self.lab_dir / "logs", limiter)
+        self.supervisor = Supervisor(self.lab_dir / "logs", limiter, ledger=self.ledger)
         started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for attempt in range(1, START_ATTEMPTS + 1):
             try:
@@ -165,7 +167,7 @@ class Lab:
                 if attempt == START_ATTEMPTS or not port_clash(str(exc)):
                     raise
                 # Another process bound a planned port between planning and start: plan new ports.
-                self.supervisor = Supervisor(self.lab_dir / "logs", limiter)
+                self.supervisor = Supervisor(self.lab_dir / "logs", limiter, ledger=self.ledger)
             except BaseException:
                 self.down()
                 raise

@@ -14,15 +14,38 @@ import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from meshsim.errors import RunFailed
 
 from meshsim.calibrate.measure.lab.cpulimit import CpuLimiter
 
+if TYPE_CHECKING:
+    from meshsim.calibrate.measure.lab.ledger import Ledger
+
 STOP_GRACE_S = 3.0
+# The signals a command turns into an interrupt (meshsim.cli.dispatch): held back while a child is started and
+# recorded, so an interrupt never falls between the two and leaves a process nobody knows of.
+INTERRUPT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT/SIGTERM/SIGHUP in the block; a signal that came meanwhile is handled right after it."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def unblock_interrupts() -> None:
+    """``preexec_fn`` of children started in ``interrupts_deferred``: a child inherits the blocked mask otherwise,
+    and would ignore the SIGTERM that stops it."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPT_SIGNALS)
 
 
 _handed_out: set[int] = set()
@@ -145,6 +168,7 @@ class Supervisor:
     log_dir: Path
     cpu_limiter: CpuLimiter | None = None
     processes: list[Managed] = field(default_factory=list)
+    ledger: "Ledger | None" = None  # every pid goes on disk at once: a SIGKILLed command leaves no unknown orphan
 
     def start(
         self,
@@ -158,15 +182,18 @@ class Supervisor:
         full = [*(["taskset", "-c", cpus] if cpus else []), *argv]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / (name.replace("/", "_").replace(":", "_") + ".log")
-        with open(log, "ab") as out:
+        with open(log, "ab") as out, interrupts_deferred():
             try:
                 popen = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
-                    full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True
+                    full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True,
+                    preexec_fn=unblock_interrupts,  # noqa: PLW1509 - one sigmask call, no locks
                 )
             except OSError as exc:
                 raise RunFailed(f"lab: cannot start {name} ({shlex.join(full)}): {exc.strerror or exc}") from None
-        managed = Managed(name, full, popen, log, pid_start_ticks(popen.pid))
-        self.processes.append(managed)
+            managed = Managed(name, full, popen, log, pid_start_ticks(popen.pid))
+            self.processes.append(managed)
+            if self.ledger is not None:
+                self.ledger.add_process(name, popen.pid, managed.start_ticks)
         if cpu_limit is not None:
             if self.cpu_limiter is None:
                 raise RunFailed(f"lab: --cpu-limit given but no CPU limiter for {name}")
@@ -212,6 +239,10 @@ class Supervisor:
                     pass
                 managed.popen.wait(timeout=grace_s)
         left = [m.pid for m in self.processes if pid_alive(m.pid)]
+        if self.ledger is not None:
+            for managed in self.processes:
+                if managed.pid not in left:
+                    self.ledger.forget_process(managed.pid)
         if self.cpu_limiter is not None:
             self.cpu_limiter.cleanup()
         return left
