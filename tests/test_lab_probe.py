@@ -170,3 +170,36 @@ def test_calibrate_plan_stores_every_run_and_reports_progress(binaries, tmp_path
         ("baseline", 0), ("baseline", 4096), ("proxy-lb", 0), ("proxy-lb", 4096)]
     assert {m.setup.mesh for m in manifests} == {"envoy-lab-test"}
     assert any("[2/2] proxy-lb done, 4/4 runs" in m for m in messages)
+
+
+def test_calibrate_resume_skips_every_stored_probe_and_fits_from_the_same_folders(binaries, tmp_path):
+    """Run a tiny plan, then again with resume: no new probe, the same folders, each skip said."""
+    from meshsim.calibrate.lab_calibration import calibrate_lab
+
+    plan = dict(rates=(200,), payloads=(0, 4096), duration_s=0.5, stages=(("single", "baseline"),), fit=False,
+                state_dir=tmp_path / "state")
+    first = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, None, **plan)
+    assert len(first.run_dirs) == 2
+    # A third setup's run and an unreadable folder in the same place are not mistaken for the plan's probes.
+    (tmp_path / "runs" / "junk").mkdir()
+    (tmp_path / "runs" / "junk" / "manifest.yaml").write_bytes(b"\xff")
+    messages: list[str] = []
+    again = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, messages.append, resume=True, **plan)
+    assert sorted(again.run_dirs) == sorted(first.run_dirs)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([d.name for d in first.run_dirs] + ["junk"])
+    assert sum("resume: skipped 200 rps" in m for m in messages) == 2
+    assert any("resume: skipped 2 probes" in m and "measured 0" in m for m in messages)
+    assert not any(m.strip().startswith("lab up:") for m in messages)  # no lab was even started
+    # Another mesh name is another setup: resume measures it.
+    other = calibrate_lab("envoy-lab-other", tmp_path / "runs", None, None, resume=True, **plan)
+    assert not set(other.run_dirs) & set(first.run_dirs) and len(other.run_dirs) == 2
+
+
+def test_calibrate_lab_cli_passes_resume_and_state_dir():
+    from meshsim.cli.dispatch import build_parser
+    from meshsim.cli.lab_command import lab_calibrate_kwargs
+
+    args = build_parser().parse_args(["calibrate", "--lab", "--resume", "--lab-state-dir", "somewhere"])
+    kwargs = lab_calibrate_kwargs(args)
+    assert kwargs["resume"] is True and str(kwargs["state_dir"]) == "somewhere"
+    assert lab_calibrate_kwargs(build_parser().parse_args(["calibrate", "--lab"]))["resume"] is False
