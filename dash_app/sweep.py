@@ -38,6 +38,12 @@ class PointSettings:
     max_duration_s: float = 20.0
     coarse_points: int = 5
     fine_points: int = 13  # (fine - 1) is a multiple of (coarse - 1): the fine grid contains the coarse one
+    # One point's cost bound, so no request holds the server for long: a point estimated above max_events station
+    # visits is refused before simulating (sim/cost.py; at 30,000-65,000 visits/s on a shared 2-core machine,
+    # 5e5 is 8-17 s, e.g. chain20 with istio at 1000 requests x 3 replications is 4.2e5, chain40 8.4e5), and no
+    # replication starts after time_limit_s.
+    max_events: float = 5e5
+    time_limit_s: float = 3.0
 
     def __post_init__(self) -> None:
         if self.coarse_points < 2 or (self.fine_points - 1) % (self.coarse_points - 1):
@@ -165,13 +171,16 @@ class Sweeper:
                 proxy_workers=scenario.proxy_workers, proxy_cpu_limit=scenario.proxy_cpu_limit,
                 duration_s=self.settings.duration_s(rate), replications=self.settings.replications,
                 seed=scenario.seed, precision=None,
+                max_events=self.settings.max_events, time_limit_s=self.settings.time_limit_s,
                 processes=1,  # no process pool forked from a threaded web server
                 saturation=self._searches_saturation(scenario, rate),  # the search costs more than the point
             )
             prediction = self.predictor(options)
             value: dict | _Failure = prediction.to_dict() if hasattr(prediction, "to_dict") else dict(prediction)
         except MeshsimError as exc:
-            value = _Failure(f"{mesh} at {rate:g} rps: {exc}")
+            hint = (f" (the app's limit per point; `meshsim predict --max-events` runs longer ones)"
+                    if "(max_events)" in str(exc) else "")
+            value = _Failure(f"{mesh} at {rate:g} rps: {exc}{hint}")
         self._store(key, value)
         return value
 

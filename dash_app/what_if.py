@@ -162,6 +162,9 @@ def decode_upload(contents: str | None, filename: str | None) -> str:
     if not contents:
         raise ControlError("topology: 'uploaded YAML' is selected but no file was uploaded")
     _, _, payload = contents.partition(",")
+    if len(payload) > (MAX_UPLOAD_BYTES + 2) // 3 * 4 + 4:  # refused before decoding: base64 is 4 chars per 3 bytes
+        raise ControlError(f"{name}: about {len(payload) * 3 // 4} bytes is larger than the "
+                           f"{MAX_UPLOAD_BYTES // 1024} KiB limit")
     try:
         raw = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):

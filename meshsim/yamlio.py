@@ -16,6 +16,10 @@ from meshsim.errors import ModelError
 MAX_YAML_DEPTH = 64
 # A model file or manifest is a few KB; refuse before parsing anything that could only exhaust memory.
 MAX_YAML_BYTES = 16 * 1024 * 1024
+# Aliases share one node, so a few hundred bytes can stand for billions of values ("billion laughs"); anything
+# that walks the data (a check, a JSON export) would then hang. Refuse a document whose expanded size is above this
+# (ours have a few hundred nodes).
+MAX_YAML_EXPANDED_NODES = 1_000_000
 
 
 class StrictSafeLoader(yaml.SafeLoader):
@@ -40,6 +44,13 @@ class StrictSafeLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def compose_document(self) -> Any:  # type: ignore[override]
+        node = super().compose_document()
+        if node is not None and _expanded_nodes(node, {}) > MAX_YAML_EXPANDED_NODES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"aliases expand to more than {MAX_YAML_EXPANDED_NODES} values", node.start_mark)
+        return node
+
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
         if isinstance(node, yaml.MappingNode):
             seen: set[Any] = set()
@@ -54,6 +65,20 @@ class StrictSafeLoader(yaml.SafeLoader):
                     raise yaml.constructor.ConstructorError(
                         None, None, f"duplicate key {key!r}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_nodes(node: Any, sizes: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for once every alias is copied out (shared nodes counted once per use,
+    each computed once: linear in the document, however large the expansion; a cycle counts as too many)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = MAX_YAML_EXPANDED_NODES + 1  # until known: a node containing itself expands forever
+        if isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] = 1 + sum(_expanded_nodes(child, sizes) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] = 1 + sum(_expanded_nodes(k, sizes) + _expanded_nodes(v, sizes) for k, v in node.value)
+        else:
+            sizes[id(node)] = 1
+    return sizes[id(node)]
 
 
 def load_yaml(text: str) -> Any:

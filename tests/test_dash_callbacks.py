@@ -201,3 +201,62 @@ def test_a_bug_below_the_callback_is_reported_on_the_page_not_raised(caplog):
     assert out[5].startswith("internal error: ZeroDivisionError: float division by zero")
     assert out[:5] == (no_update,) * 5 and out[9] == 0
     assert "update callback failed" in caplog.text and "Traceback" in caplog.text
+
+
+SINGLE = Path(str(resources.files("meshsim.models").joinpath("topologies/single.yaml"))).read_text()
+
+
+def _bytes_url(raw: bytes) -> str:
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+HOSTILE_UPLOADS = {
+    "binary": (_bytes_url(bytes(range(256)) * 8), "not UTF-8 text"),
+    "huge": (data_url("a: 1\n" * 60000), "larger than the 256 KiB limit"),
+    "huge-before-decoding": ("data:;base64," + "QUFB" * 10_000_000, "larger than the 256 KiB limit"),
+    "nested-lists": (data_url("[" * 20000 + "]" * 20000), "nested deeper than 64 levels"),
+    "nested-maps": (data_url("{a: " * 5000 + "1" + "}" * 5000), "nested deeper than 64 levels"),
+    "duplicate-keys": (data_url(SINGLE + "entry: server\n"), "duplicate key 'entry'"),
+    "not-yaml": (data_url("\t{{{ : : ]]] @@@\n"), "invalid YAML"),
+    # a billion laughs: 8^9 references to one list, in a key the topology knows
+    "alias-bomb": (data_url(SINGLE.replace("entry: server", "entry: server\nnote: {a0: &a0 [x, x, x, x, x, x, x, x], "
+                                            + ", ".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 8) + "]"
+                                                        for i in range(1, 10)) + "}", 1)), "aliases expand to more than"),
+    "million-replicas": (data_url(SINGLE.replace("replicas: 1", "replicas: 1000000")),
+                         "services.server.replicas: must be <= 1000"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_UPLOADS))
+def test_a_hostile_upload_gets_one_line_on_the_page(app_parts, name):
+    callbacks, counted = app_parts
+    contents, expected = HOSTILE_UPLOADS[name]
+    calls = counted.calls
+    started = time.monotonic()
+    out = update(callbacks, control_values(topology=UPLOADED, meshes=["none"]), upload=(contents, f"{name}.yaml"))
+    assert time.monotonic() - started < 2.0
+    assert out[5].startswith(f"{name}.yaml") and expected in out[5] and "\n" not in out[5]
+    assert "Traceback" not in out[5] and "internal error" not in out[5]
+    assert out[:5] == (no_update,) * 5 and counted.calls == calls
+    pinned = callbacks.pin("pin", contents, *control_values(topology=UPLOADED, meshes=["none"]), f"{name}.yaml")
+    assert pinned[0] is no_update and pinned[1].startswith(f"Not pinned: {name}.yaml")
+
+
+def test_a_point_above_the_apps_cost_budget_is_refused_within_the_callbacks_time(app_parts):
+    """chain99 with istio takes 2.1e6 station visits a point at the app's settings (about 30 s here): the cost
+    estimate refuses it before simulating, so the request returns within its budget."""
+    _, _ = app_parts
+    counted = Counted()
+    sweeper = Sweeper(predictor=counted, parse_topology=load_topology_text, settings=PointSettings(),
+                      features=MeshFeatures.from_models({m: load_mesh(m) for m in list_meshes()}))
+    callbacks = Callbacks(sweeper=sweeper, measured=load_measurements([]), topologies=list_topologies(),
+                          meshes=list_meshes(), budget_s=1.0)
+    started = time.monotonic()
+    out = update(callbacks, control_values(topology="chain99", meshes=["istio"], rate_min=100, rate_max=200,
+                                           cdf_rate=150))
+    elapsed = time.monotonic() - started
+    assert counted.calls >= 1 and counted.slowest_s < 0.5  # refused by the estimate, not simulated
+    assert elapsed < callbacks.budget_s + 1.0
+    first = out[5].splitlines()[0]
+    assert first.startswith("istio at 100 rps:") and "2.08e+06 station visits" in first and "(max_events)" in first
+    assert "meshsim predict --max-events" in first

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from meshsim.calibrate.measure.dataset import load_run
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.catalog import load_topology
 from meshsim.cli import main
-from meshsim.errors import MeshsimError
+from meshsim.errors import MeshsimError, ModelError
 from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 from meshsim.topology import load_topology_text, topology_from_data
@@ -470,3 +471,17 @@ def test_help_parses_without_importing_scipy() -> None:
     code = ("import sys; from meshsim.cli.dispatch import build_parser; build_parser(); "
             "assert 'scipy' not in sys.modules, sorted(m for m in sys.modules if m.startswith('scipy'))[:3]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("text", [
+    "a: &a [*a]\n",  # a list holding itself
+    "x0: &x0 [a, a, a, a, a, a, a, a, a, a]\n" + "".join(
+        f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]\n" for i in range(1, 8)),  # 10^8 values in 1 KB
+])
+def test_yaml_aliases_that_expand_without_bound_are_refused_in_one_line(text):
+    from meshsim.yamlio import parse_yaml_text
+
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=r"^bomb\.yaml: line 1: invalid YAML \(aliases expand to more than"):
+        parse_yaml_text(text, "bomb.yaml")
+    assert time.monotonic() - started < 1.0
