@@ -3,7 +3,9 @@
 Modules: ``spec`` (what a lab is), ``processes`` (ports, configs, command lines), ``envoy_config`` (bootstraps),
 ``certs`` (lab CA for mTLS), ``collector`` (Zipkin span counter), ``supervisor`` / ``cpulimit`` (processes by pid,
 taskset, cgroup quota), ``running`` (a running lab and its state file), ``daemon`` (the detached supervisor of
-``meshsim lab up``), ``probe`` (fortio runs -> run folders) and ``commands`` (one function per CLI command). The
+``meshsim lab up``), ``ledger`` (the pids and temporary folders of a running lab command, so the next one stops
+what a SIGKILLed one left), ``probe`` (fortio runs -> run folders), ``stored_probes`` (which probes a folder already
+holds, for ``--resume``) and ``commands`` (one function per CLI command). The
 standard calibration plan that measures and then fits is ``meshsim.calibrate.lab_calibration``.
 """
 
