@@ -173,3 +173,37 @@ def test_sigterm_during_calibrate_lab_keeps_finished_stages(binaries, tmp_path):
     assert not (tmp_path / "model.yaml").exists()
     assert list((tmp_path / "tmp").iterdir()) == []
     assert [p.read_text() for p in state.glob("run-*.json")] == []
+
+
+def test_reaping_signals_only_the_recorded_process_and_removes_only_lab_temp_folders(tmp_path):
+    """A ledger left by a dead command: a pid whose start time differs (a reused pid) is never signalled, a folder
+    not made by the lab is never removed; the recorded process and the lab's temp folder go."""
+    from meshsim.calibrate.measure.lab.ledger import LEDGER_SCHEMA, reap_orphans
+    from meshsim.calibrate.measure.lab.supervisor import pid_start_ticks
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ours = subprocess.Popen(["sleep", "60"])
+    stranger = subprocess.Popen(["sleep", "60"])  # stands for a process that got a recorded pid after a reboot/reuse
+    lab_tmp, precious = tmp_path / "meshsim-lab-x1", tmp_path / "precious"
+    lab_tmp.mkdir(), precious.mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / f"run-{dead.pid}.json").write_text(json.dumps({
+        "schema": LEDGER_SCHEMA, "command": "lab run", "owner_pid": dead.pid, "owner_start_ticks": 1,
+        "processes": [{"name": "s/sidecar", "pid": ours.pid, "start_ticks": pid_start_ticks(ours.pid)},
+                      {"name": "s/app", "pid": stranger.pid, "start_ticks": pid_start_ticks(stranger.pid) - 1}],
+        "temp_dirs": [str(lab_tmp), str(precious), "meshsim-lab-relative"]}))
+    live = {"schema": LEDGER_SCHEMA, "command": "lab run", "owner_pid": os.getpid(),
+            "owner_start_ticks": pid_start_ticks(os.getpid()), "processes": [], "temp_dirs": []}
+    (state / f"run-{os.getpid()}.json").write_text(json.dumps(live))  # a command still running: left alone
+    try:
+        reaped = reap_orphans(state)
+        assert reaped.pids == (ours.pid,) and reaped.temp_dirs == (str(lab_tmp),)
+        assert ours.wait(timeout=5) == -signal.SIGTERM
+        assert stranger.poll() is None and precious.is_dir() and not lab_tmp.exists()
+        assert [p.name for p in state.glob("run-*.json")] == [f"run-{os.getpid()}.json"]
+    finally:
+        for proc in (ours, stranger):
+            proc.kill()
+            proc.wait()
