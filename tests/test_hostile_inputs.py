@@ -63,12 +63,13 @@ TOPOLOGY_CASES = [
     ("bandwidth_gbps: 10", "bandwidth_gbps: .inf", "network.bandwidth_gbps: expected a finite number"),
     ("delay_ms: 0.15, tau_ms: 30, source: \"as models", "delay_ms: 0.15, tau_ms: .nan, source: \"as models",
      "s1.wakeup.tau_ms: expected a finite number"),
-    ("  s1:\n    cores: 2", "  s1:\n    cores: 1000000000", "services.s1.cores: must be <= 1024"),
-    ("  s1:\n    cores: 2", "  s1:\n    replicas: 1000000\n    cores: 2", "services.s1.replicas: must be <= 1000"),
-    ("  s1:\n    cores: 2", "  s1:\n    cores: .nan", "services.s1.cores: expected an integer"),
+    ("    node: node-s1\n    cores: 2", "    node: node-s1\n    cores: 1000000000", "services.s1.cores: must be <= 1024"),
+    ("    node: node-s1\n    cores: 2", "    node: node-s1\n    replicas: 1000000\n    cores: 2",
+     "services.s1.replicas: must be <= 1000"),
+    ("    node: node-s1\n    cores: 2", "    node: node-s1\n    cores: .nan", "services.s1.cores: expected an integer"),
     ("      - call: s2", "      - choose: {s2: .nan}", "choose.s2: expected a finite number"),
-    ("  s3:\n    cores: 2", "  s2:\n    cores: 2", "line 40: invalid YAML (duplicate key 's2')"),
-    ("entry: s1", "entry: s1\nnodes: {n1: {cores: .nan}}", "nodes.n1.cores: expected a finite number"),
+    ("  s3:\n", "  s2:\n", "invalid YAML (duplicate key 's2')"),
+    ("client-node: {cores: 4,", "client-node: {cores: .nan,", "nodes.client-node.cores: expected a finite number"),
 ]
 
 

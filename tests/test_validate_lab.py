@@ -20,6 +20,7 @@ import pytest
 
 from conftest import require_component
 
+from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
 from meshsim.calibrate.validation.validate import validate_lab_report
 from meshsim.calibrate.validation.lab_loop import SMALL_PLAN
 from meshsim.calibrate.validation.text_report import summary_line
@@ -56,9 +57,10 @@ def test_every_run_is_measured_and_validated(lab_validation) -> None:
     v = lab_validation.validation
     expected_held = sum(len(h.probes) for h in SMALL_PLAN.held_out) * SMALL_PLAN.repeats
     assert len(lab_validation.held_out_runs) == expected_held
-    # every stage at every rate with one connection, plus the batching probe (8 connections on one worker)
+    # every stage at every rate with one connection, plus the batching probe (8 connections on one worker) and the
+    # bursts (c = 2, 4, 8 firing together at the lowest rate)
     assert len(lab_validation.calibration_runs) == len(SMALL_PLAN.calibration_stages) * len(
-        SMALL_PLAN.calibration_rates) + 1
+        SMALL_PLAN.calibration_rates) + 1 + len(BURST_CONNECTIONS)
     assert not v.skipped, v.skipped
     assert len(v.comparisons) == expected_held + len(lab_validation.calibration_runs)
     assert all(Path(c.folder).is_dir() for c in v.comparisons)
