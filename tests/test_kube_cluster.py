@@ -277,19 +277,14 @@ def test_istio_not_installed_then_objects_created_and_missing_injection_reported
             cp.request("DELETE", path)
 
 
-def test_ctrl_c_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path) -> None:
-    plan = tmp_path / "plan.yaml"
+def _start_cli_calibration(cp: ControlPlane, tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """``meshsim calibrate --kube`` as a user runs it, on a plan whose pods never get a node: it waits for them."""
+    plan = tmp_path / f"{name}.yaml"
     plan.write_text(yaml.safe_dump({"duration_s": 1, "rps": [10], "ready_timeout_s": 120, "resources": {},
                                     "node_selector": {"meshsim.test/node": "nowhere"},
-                                    "configurations": [{"name": "sigint", "paths": ["baseline"]}]}))
-    code = ("import sys, argparse\n"
-            "from meshsim.cli.kube_options import add_kube_calibrate_options, run_kube_calibrate\n"
-            "from meshsim.errors import MeshsimError\n"
-            "p = argparse.ArgumentParser(); add_kube_calibrate_options(p)\n"
-            "try:\n    sys.exit(run_kube_calibrate(p.parse_args(sys.argv[1:])))\n"
-            "except MeshsimError as e:\n    print(e, file=sys.stderr); sys.exit(e.exit_code)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "--kube", "--kubeconfig", str(cp.kubeconfig),
-                             "--plan", str(plan), "--out", str(tmp_path / "runs")],
+                                    "configurations": [{"name": name, "paths": ["baseline"]}]}))
+    proc = subprocess.Popen([sys.executable, "-m", "meshsim", "calibrate", "--kube", "--kubeconfig",
+                             str(cp.kubeconfig), "--plan", str(plan), "--out", str(tmp_path / f"runs-{name}")],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stderr is not None
     lines = []
@@ -297,11 +292,39 @@ def test_ctrl_c_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path) 
         lines.append(line)
         if "waiting for" in line:
             break
-    assert cp.managed_namespaces(), "the namespace should exist while waiting"
-    proc.send_signal(signal.SIGINT)
+    return proc, lines
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_an_interrupt_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: Path, sig: signal.Signals) -> None:
+    proc, lines = _start_cli_calibration(cp, tmp_path, "sig")
+    assert cp.managed_namespaces(), "the namespace should exist while waiting: " + "".join(lines)
+    proc.send_signal(sig)
+    assert proc.stderr is not None
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 130, "".join(lines) + rest
     assert "interrupted: 0 probes stored" in rest and "Traceback" not in rest
+    assert cp.managed_namespaces() == []
+
+
+def test_namespaces_of_a_killed_calibration_are_deleted_by_the_next_one(cp: ControlPlane, tmp_path: Path) -> None:
+    killed, lines = _start_cli_calibration(cp, tmp_path, "killed")
+    left = cp.managed_namespaces()
+    assert len(left) == 1, "".join(lines)
+    killed.kill()  # SIGKILL: no cleanup is possible
+    killed.wait(timeout=10)
+    assert cp.managed_namespaces() == left, "nothing deletes it until another calibration runs"
+    follower, lines = _start_cli_calibration(cp, tmp_path, "follower")
+    try:
+        text = "".join(lines)
+        assert f"left by a killed calibration on this host: {left[0]}" in text, text
+        deadline = time.monotonic() + 60
+        while left[0] in cp.managed_namespaces() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert left[0] not in cp.managed_namespaces()
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(timeout=60)
     assert cp.managed_namespaces() == []
 
 

@@ -4,16 +4,19 @@ and deleting its namespaces, waiting for pods to be ready.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from typing import Any, Callable, Mapping
 
 import yaml
 
+from meshsim.calibrate.measure.process_identity import pid_start_ticks, same_process
 from meshsim.errors import MeshsimError, RunFailed
 
 from .client import Forbidden, KubeApi, NotFound, object_path
 from .meshes import MeshProfile
-from .objects import Manifest, run_selector
+from .objects import MANAGED_BY, MANAGER, OWNER_ANNOTATION, Manifest, run_selector
 
 PLURALS = {"Namespace": "namespaces", "Deployment": "deployments", "Service": "services",
            "PeerAuthentication": "peerauthentications", "DestinationRule": "destinationrules",
@@ -108,6 +111,34 @@ def create_objects(api: KubeApi, objects: list[Manifest]) -> None:
         except NotFound as exc:
             raise RunFailed(f"cannot create {obj['kind']} ({obj['apiVersion']}): the API is not served by this "
                             f"cluster; is the mesh installed? ({exc})") from None
+
+
+def owner_tag() -> str:
+    """This command as a namespace owner: host/pid/start ticks (see ``OWNER_ANNOTATION``)."""
+    return f"{socket.gethostname()}/{os.getpid()}/{pid_start_ticks(os.getpid())}"
+
+
+def _orphaned(owner: str) -> bool:
+    """The owner ran on this host and is gone; owners elsewhere or unparsable are never judged."""
+    parts = owner.split("/")
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not (parts[1].isdigit() and parts[2].isdigit()):
+        return False
+    return not same_process(int(parts[1]), int(parts[2]))
+
+
+def reap_orphan_namespaces(api: KubeApi, log: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Delete (without waiting) the namespaces a killed calibration on this host left behind; return their names."""
+    items = api.get("/api/v1/namespaces", {"labelSelector": f"{MANAGED_BY}={MANAGER}"}).get("items", [])
+    orphans = [ns["metadata"]["name"] for ns in items
+               if _orphaned(str((ns["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION, "")))]
+    for name in orphans:
+        try:
+            api.delete(f"/api/v1/namespaces/{name}")
+        except NotFound:
+            pass
+    if orphans:
+        log(f"deleting {len(orphans)} namespaces left by a killed calibration on this host: {', '.join(orphans)}")
+    return orphans
 
 
 def run_namespaces(api: KubeApi, run: str) -> list[str]:

@@ -19,6 +19,9 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "meshsim"
 RUN_LABEL = "meshsim.io/run"
 CONFIG_LABEL = "meshsim.io/configuration"
+# host/pid/start-ticks of the command that made a namespace: a later command on the same host deletes the
+# namespaces of an owner that is gone (SIGKILL cannot clean up), and leaves a running owner's alone.
+OWNER_ANNOTATION = "meshsim.io/owner"
 CLIENT = "client"
 
 Manifest = dict[str, Any]
@@ -31,6 +34,7 @@ class NamespaceSpec:
     name: str
     run: str
     configuration: Configuration
+    owner: str = ""  # see OWNER_ANNOTATION
 
 
 def run_selector(run: str) -> str:
@@ -52,7 +56,7 @@ def namespace(ns: NamespaceSpec, mesh: MeshProfile) -> Manifest:
         "metadata": {
             "name": ns.name,
             "labels": {**_labels(ns), **mesh.namespace_labels},
-            "annotations": dict(mesh.namespace_annotations),
+            "annotations": {**mesh.namespace_annotations, **({OWNER_ANNOTATION: ns.owner} if ns.owner else {})},
         },
     }
 

@@ -23,7 +23,7 @@ from meshsim.runs import LoadSettings, RunManifest, Setup, read_manifest, write_
 from . import usage
 from .client import KubeApi
 from .cluster import (cluster_facts, create_objects, delete_run_namespaces, istio_tracing_provider, mesh_version,
-                      wait_ready)
+                      owner_tag, reap_orphan_namespaces, wait_ready)
 from .meshes import BYPASS_PORT, MESH_PORT, SERVER_ONLY_PORT, MeshProfile, mesh_profile
 from .objects import NamespaceSpec, expected_pods, namespace_objects, run_selector
 from .probe_plan import Configuration, Expanded, KubePlan, Probe, expand, load_plan
@@ -191,6 +191,7 @@ def _survey_cluster(api: KubeApi, profile: MeshProfile, todo: Sequence[Probe], r
                     progress: _Progress) -> tuple[dict[str, Any], str]:
     """The cluster's facts and the mesh's version, announced with the usage source (noted in ``result``)."""
     facts = cluster_facts(api)
+    reap_orphan_namespaces(api, log=progress.say)
     version = mesh_version(api, profile)
     if profile.name == "istio" and any("tracing" in p.features for p in todo):
         provider = istio_tracing_provider(api)
@@ -229,7 +230,7 @@ def _cleanup(api: KubeApi, run: str, result: KubeCalibration, hook: StepHook, pr
 def _run_configuration(api: KubeApi, plan: KubePlan, mesh: MeshProfile, conf: Configuration, probes: list[Probe],
                        run: str, prefix: str, out: Path, facts: dict[str, Any], version: str,
                        transport: Transport, result: KubeCalibration, progress: _Progress, hook: StepHook) -> None:
-    ns = NamespaceSpec(_namespace_name(prefix, conf, run), run, conf)
+    ns = NamespaceSpec(_namespace_name(prefix, conf, run), run, conf, owner_tag())
     objects = namespace_objects(ns, plan, mesh)
     hook("namespace", {"namespace": ns.name})
     result.namespaces.append(ns.name)  # before the POST: an interrupted POST may still have created it

@@ -19,18 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshsim.calibrate.measure.lab.supervisor import pid_alive, pid_start_ticks
+from meshsim.calibrate.measure.process_identity import pid_start_ticks, same_process
 
 LEDGER_SCHEMA = "meshsim/lab-ledger/v1"
 LEDGER_GLOB = "run-*.json"
 # Only folders the lab itself makes in the system temp folder are ever removed, whatever a ledger says.
 TEMP_PREFIXES = ("meshsim-lab-", "meshsim-probe-")
 STOP_GRACE_S = 3.0
-
-
-def same_process(pid: int, start_ticks: int | None) -> bool:
-    """``pid`` is alive and is the process recorded (same start time); unknown start time: never ours."""
-    return start_ticks is not None and pid_alive(pid) and pid_start_ticks(pid) == start_ticks
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from meshsim.errors import RunFailed
 
 from meshsim.calibrate.measure.lab.cpulimit import CpuLimiter
+from meshsim.calibrate.measure.process_identity import pid_alive, pid_start_ticks
 
 if TYPE_CHECKING:
     from meshsim.calibrate.measure.lab.ledger import Ledger
@@ -97,25 +98,6 @@ def free_port() -> int:
 def port_clash(message: str) -> bool:
     """True when a start failed because another process took a planned port first (worth retrying)."""
     return "address already in use" in message.lower()
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def pid_start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot: with the pid it identifies one process (pids are reused)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def cpu_seconds_of(pid: int) -> float | None:
