@@ -22,6 +22,7 @@ from meshsim import __version__
 from meshsim.distributions import MS
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
+from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
@@ -125,7 +126,31 @@ def _run_one(args: tuple[Scenario, Workload, Horizon, int, int]) -> ReplicationR
 def _pool(processes: int) -> ProcessPoolExecutor | None:
     if processes <= 1:
         return None
-    return ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                               initializer=reset_interrupts_in_child)
+
+
+def _replicate(pool: ProcessPoolExecutor | None, jobs: list[tuple[Scenario, Workload, Horizon, int, int]],
+               ) -> list[ReplicationResult]:
+    if pool is None:
+        return [_run_one(j) for j in jobs]
+    with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
+        futures = [pool.submit(_run_one, j) for j in jobs]
+    return [f.result() for f in futures]
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and terminate the worker processes now (Python < 3.14 has no public call for it)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
 
 
 def run_prediction(request: PredictRequest, progress: Progress | None = None) -> Prediction:
@@ -148,7 +173,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
         while True:
             batch_started = time.perf_counter()
             jobs = [(scenario, workload, horizon, settings.seed, len(results) + i) for i in range(batch)]
-            done = list(pool.map(_run_one, jobs)) if pool is not None else [_run_one(j) for j in jobs]
+            done = _replicate(pool, jobs)
             results.extend(done)
             now = time.perf_counter()
             p99 = t_interval([latency_summary(r.latencies)["p99"] for r in results])
@@ -167,6 +192,11 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
                           f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)"
                 break
             batch = max(1, min(processes, settings.max_replications - len(results)))
+    except BaseException:
+        if pool is not None:  # an interrupt must not wait for the replications running in the workers
+            _stop_workers(pool)
+            pool = None
+        raise
     finally:
         if pool is not None:
             pool.shutdown()

@@ -206,3 +206,41 @@ def test_topology_override(tmp_path: Path) -> None:
     assert named.latency_ms["p50"].predicted > 2 * derived.latency_ms["p50"].predicted
     assert named.setup.startswith("single baseline")  # the run is still described by its manifest
     assert abs(derived.latency_ms["p50"].rel_error) < 0.05
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_keeps_the_runs_already_compared(sig: str) -> None:
+    """A real ``meshsim validate`` process, signalled while it simulates its second run: it prints the table of the
+    first run, says it was interrupted, exits 130, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    runs = sorted(str(p) for p in RUNS.iterdir() if p.is_dir())[:4]
+    proc = subprocess.Popen([sys.executable, "-m", "meshsim", "validate", "--model", str(MODEL), *runs,
+                             "--replications", "2", "--sim-duration", "30"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stderr is not None and proc.stdout is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.strip().startswith("[2/"):
+            break
+    import time
+
+    workers: list[int] = []
+    for _ in range(100):  # the replication workers of run 2 (a pool of 2 on a 2-core CI machine, 1 on one core)
+        workers = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        if workers or (os.cpu_count() or 1) < 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    out, rest = proc.stdout.read(), proc.stderr.read()
+    assert proc.wait(timeout=60) == 130, "".join(seen) + rest
+    from meshsim.calibrate.measure.process_identity import pid_alive
+
+    assert not [pid for pid in workers if pid_alive(pid)], "the simulation workers must be stopped too"
+    assert "Traceback" not in rest
+    assert "interrupted after 1 of 4 runs" in rest and "INTERRUPTED interrupted after 1 of 4 runs" in out
+    assert out.count("simulator 95% CI") == 1  # the finished run's table is printed, not lost

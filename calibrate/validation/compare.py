@@ -111,6 +111,7 @@ class Validation:
     skipped: list[str] = field(default_factory=list)
     include_fit_runs: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
+    interrupted: str = ""  # set when Ctrl-C/SIGTERM stopped the replays: the comparisons are those finished before
 
     def summarised(self) -> list[RunComparison]:
         return [c for c in self.comparisons if c.role == "held-out" or (self.include_fit_runs and c.role == "fit")]
@@ -250,8 +251,6 @@ def validate_runs(
     progress: Progress | None = None,
 ) -> Validation:
     """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
-    from meshsim.sim.predict import predict_options
-
     say = progress or (lambda _m: None)
     if not run_dirs:
         raise MeshsimError("RUN_DIR: give at least one run folder")
@@ -279,22 +278,34 @@ def validate_runs(
         plans.append((run, plan))
         if base_id is not None:
             topology_runs.add(base_id)
-    for index, (run, plan) in enumerate(plans, 1):
-        role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
-        say(f"[{index}/{len(plans)}] simulating {run.id} ({role}) ...")
-        try:
-            pred = predict_options(plan.options.with_changes(mesh=model_path)).to_dict()
-        except MeshsimError as exc:
-            validation.skipped.append(f"{run.id}: the simulator refused it: {exc}")
-            say(f"skipped {run.id}: {exc}")
-            continue
-        comparison = _compare(run, role, pred, plan.notes)
-        validation.comparisons.append(comparison)
-        p = comparison.latency_ms
-        say(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
-            f"{p['p99'].predicted:.3f} ms, rps {comparison.achieved_rps.measured:.0f} vs "
-            f"{comparison.achieved_rps.predicted:.0f}")
+    try:
+        for index, (run, plan) in enumerate(plans, 1):
+            _compare_one(validation, run, plan, model_path, fitted, topology_runs, f"[{index}/{len(plans)}]", say)
+    except KeyboardInterrupt:  # keep what is finished: the caller prints it and exits as interrupted
+        validation.interrupted = f"interrupted after {len(validation.comparisons)} of {len(plans)} runs"
+        say(validation.interrupted)
     return validation
+
+
+def _compare_one(validation: Validation, run: Run, plan: Any, model_path: Path, fitted: set[str],
+                 topology_runs: set[str], counter: str, say: Progress) -> None:
+    """Replay one run and append its comparison (or a skip note) to ``validation``."""
+    from meshsim.sim.predict import predict_options
+
+    role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
+    say(f"{counter} simulating {run.id} ({role}) ...")
+    try:
+        pred = predict_options(plan.options.with_changes(mesh=model_path)).to_dict()
+    except MeshsimError as exc:
+        validation.skipped.append(f"{run.id}: the simulator refused it: {exc}")
+        say(f"skipped {run.id}: {exc}")
+        return
+    comparison = _compare(run, role, pred, plan.notes)
+    validation.comparisons.append(comparison)
+    p = comparison.latency_ms
+    say(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
+        f"{p['p99'].predicted:.3f} ms, rps {comparison.achieved_rps.measured:.0f} vs "
+        f"{comparison.achieved_rps.predicted:.0f}")
 
 
 # -- the gate ------------------------------------------------------------------------------------------------------

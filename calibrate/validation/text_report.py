@@ -53,6 +53,8 @@ def table(v: Validation) -> str:
             lines.append(f"  note: {note}")
     for s in v.skipped:
         lines.append(f"SKIPPED {s}")
+    if v.interrupted:
+        lines.append(f"INTERRUPTED {v.interrupted}: the table holds the runs finished before it")
     lines.append("")
     lines.append(summary_line(v))
     return "\n".join(lines)
@@ -92,6 +94,7 @@ def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
         "include_fit_runs": v.include_fit_runs,
         "runs": [c.to_dict(cdf) for c in v.comparisons],
         "skipped": list(v.skipped),
+        "interrupted": v.interrupted or None,
         "summary": {k: {"n": r.n, "median_abs_error": round(r.median_abs, 4), "worst_abs_error": round(r.worst_abs, 4),
                         "worst_run": r.worst_run} for k, r in v.summary().items()},
         "summary_keys": list(SUMMARY_KEYS),

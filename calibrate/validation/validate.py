@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from meshsim.calibrate.validation.compare import Validation, gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.text_report import table, to_json
-from meshsim.errors import MeshsimError
+from meshsim.errors import Interrupted, MeshsimError
 from meshsim.progress import Progress
 
 
@@ -41,6 +41,8 @@ def validate(
     v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
                       replications=replications, sim_duration_s=sim_duration_s, seed=seed, processes=processes,
                       progress=progress)
+    if v.interrupted and not v.comparisons:
+        raise Interrupted(f"validate: {v.interrupted}; nothing to report")
     if not v.comparisons:  # exit 0 after skipping every run would read as "validated"
         first = v.skipped[0] if v.skipped else "no runs"
         raise MeshsimError(f"RUN_DIR: no run could be validated ({len(v.skipped)} skipped; first: {first})")

@@ -40,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     print(outcome.text)
     for line in outcome.failures:
         print(f"meshsim validate: FAILED {line}", file=sys.stderr)
+    if outcome.validation.interrupted:
+        print(f"meshsim validate: {outcome.validation.interrupted}; the table above holds those", file=sys.stderr)
+        return 130
     return 1 if outcome.failures else 0
 
 

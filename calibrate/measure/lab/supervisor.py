@@ -23,32 +23,12 @@ from meshsim.errors import RunFailed
 
 from meshsim.calibrate.measure.lab.cpulimit import CpuLimiter
 from meshsim.calibrate.measure.process_identity import pid_alive, pid_start_ticks
+from meshsim.interrupts import INTERRUPT_SIGNALS, interrupts_deferred, unblock_interrupts  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from meshsim.calibrate.measure.lab.ledger import Ledger
 
 STOP_GRACE_S = 3.0
-# The signals a command turns into an interrupt (meshsim.cli.dispatch): held back while a child is started and
-# recorded, so an interrupt never falls between the two and leaves a process nobody knows of.
-INTERRUPT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold back SIGINT/SIGTERM/SIGHUP in the block; a signal that came meanwhile is handled right after it."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def unblock_interrupts() -> None:
-    """``preexec_fn`` of children started in ``interrupts_deferred``: a child inherits the blocked mask otherwise,
-    and would ignore the SIGTERM that stops it."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPT_SIGNALS)
-
-
 _handed_out: set[int] = set()
 LOWEST_PORT = 10000
 
