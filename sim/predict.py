@@ -236,7 +236,11 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     if settings.saturation_search:
         if progress:
             progress("searching the saturation rate")
-        saturation = find_saturation(scenario, workload, settings, results, util)
+        deadline = started + settings.time_limit_s if settings.time_limit_s else math.inf
+        saturation = find_saturation(scenario, workload, settings, results, util, deadline=deadline)
+        if time.perf_counter() > deadline:
+            warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search: "
+                            f"its estimate ({saturation:.0f} rps) may be off by more than 3 %")
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")
     if saturated and isinstance(load, OpenLoad) and math.isfinite(saturation) and saturation < load.rps:
@@ -257,30 +261,27 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
 
 def find_saturation(scenario: Scenario, workload: Workload, settings: RunSettings,
                     results: list[ReplicationResult], util: dict[str, float], iterations: int = 3,
-                    tolerance: float = 0.03) -> float:
+                    tolerance: float = 0.03, deadline: float = math.inf) -> float:
     """Offered rate at which the bottleneck reaches utilisation 1.
 
     Utilisation grows linearly with the rate while service demands stay put (utilisation law), so
     ``rate / max utilisation`` is the first estimate; the model is then run at 95 % of it with open Poisson load
-    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds.
+    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds. Past
+    ``deadline`` (a ``time.perf_counter()`` value) no further probe starts: the estimate so far is returned.
     """
     if not util or max(util.values()) <= 0:
         return float("inf")
-    connections = getattr(workload.load, "connections", 64)
+    connections = max(getattr(workload.load, "connections", 64), 1)
     if _unstable(results) or max(util.values()) >= 0.95:
         # overloaded: completions and utilisation no longer follow the offered rate; start from a light load
-        estimate = _light_load_estimate(scenario, workload, settings, connections)
+        estimate = _light_load_estimate(scenario, workload, settings, connections, deadline)
     else:
         estimate = float(np.mean([r.achieved_rps for r in results])) / max(util.values())
-    if not math.isfinite(estimate):
-        return estimate
     for i in range(iterations):
+        if not math.isfinite(estimate) or time.perf_counter() > deadline:
+            break
         probe_rate = 0.95 * estimate
-        probe = Workload(OpenLoad(probe_rate, max(connections, 1)), workload.keepalive, workload.tls)
-        duration = max(5000 / probe_rate, 0.5)
-        result = run_replication(scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s),
-                                 settings.seed, 10_000 + i)
-        hottest = max((u.hottest for u in result.usage.values()), default=0.0)
+        hottest = _hottest_at(scenario, workload, settings, probe_rate, connections, 5000, 10_000 + i)
         if hottest <= 0:
             return float("inf")
         new = probe_rate / hottest
@@ -290,22 +291,32 @@ def find_saturation(scenario: Scenario, workload: Workload, settings: RunSetting
     return estimate
 
 
-def _light_load_estimate(scenario: Scenario, workload: Workload, settings: RunSettings, connections: int) -> float:
+def _light_load_estimate(scenario: Scenario, workload: Workload, settings: RunSettings, connections: int,
+                         deadline: float = math.inf) -> float:
     """Capacity from the utilisation law at a load light enough to hold it: the offered rate divided by 4 until
     the busiest instance is below 80 % busy (each probe ~1,000 requests, cheap at low rates)."""
     rate = workload.load.rps
     for i in range(8):
+        if time.perf_counter() > deadline:
+            break
         rate /= 4
-        probe = Workload(OpenLoad(rate, max(connections, 1)), workload.keepalive, workload.tls)
-        duration = max(1000 / rate, 0.5)
-        result = run_replication(scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s),
-                                 settings.seed, 20_000 + i)
-        hottest = max((u.hottest for u in result.usage.values()), default=0.0)
+        hottest = _hottest_at(scenario, workload, settings, rate, connections, 1000, 20_000 + i)
         if hottest <= 0:
             return float("inf")
         if hottest < 0.8:
             return rate / hottest
     return float("nan")
+
+
+def _hottest_at(scenario: Scenario, workload: Workload, settings: RunSettings, rate: float, connections: int,
+                requests: int, replication: int) -> float:
+    """Utilisation of the busiest instance under an open Poisson load of ``rate`` for about ``requests`` requests
+    (at least 20 ms: at very high rates a fixed floor in seconds would make the probe cost millions of events)."""
+    probe = Workload(OpenLoad(rate, connections), workload.keepalive, workload.tls)
+    duration = max(requests / rate, 0.02)
+    result = run_replication(scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
+                             replication)
+    return max((u.hottest for u in result.usage.values()), default=0.0)
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,

@@ -234,7 +234,7 @@ def test_a_hostile_upload_gets_one_line_on_the_page(app_parts, name):
     calls = counted.calls
     started = time.monotonic()
     out = update(callbacks, control_values(topology=UPLOADED, meshes=["none"]), upload=(contents, f"{name}.yaml"))
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 20  # hang guard; no simulation ran: counted.calls below
     assert out[5].startswith(f"{name}.yaml") and expected in out[5] and "\n" not in out[5]
     assert "Traceback" not in out[5] and "internal error" not in out[5]
     assert out[:5] == (no_update,) * 5 and counted.calls == calls

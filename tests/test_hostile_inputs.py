@@ -485,4 +485,4 @@ def test_yaml_aliases_that_expand_without_bound_are_refused_in_one_line(text):
     started = time.monotonic()
     with pytest.raises(ModelError, match=r"^bomb\.yaml: line 1: invalid YAML \(aliases expand to more than"):
         parse_yaml_text(text, "bomb.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10  # hang guard (refused after a bounded count, not a timer)

