@@ -57,7 +57,8 @@ class RateProfile:
 
 @dataclass(frozen=True)
 class OpenLoad:
-    """Poisson arrivals (wrk2 / Nighthawk semantics: latency from the intended start, no coordinated omission).
+    """Poisson arrivals, latency from the intended start (no coordinated omission; Nighthawk-like open load; wrk2's
+    own pacing is :class:`Wrk2Load`).
 
     ``connections`` only decides how requests spread over pinned proxy workers (a request rides one of them).
     """

@@ -7,7 +7,7 @@
   ``RunHTTPTest``): one untimed, uncounted call per thread, all at once or one after another as the fortio
   version does (meshsim/fortio_warmup.py); the timed run of every thread starts when the last one is back.
 - :func:`open_arrivals`: Poisson arrivals, optionally with a time-varying rate (thinning), latency from the
-  intended start (wrk2 / Nighthawk).
+  intended start (an open load, Nighthawk-like).
 - :func:`sequential_users`: request, wait for the answer, think, repeat (the Bookinfo seed's 50 ms client).
 - :func:`wrk2_connections`: wrk2's constant throughput (giltene/wrk2 wrk.c): per-connection schedules of intended
   send times, one request in flight per connection, sent at once when behind, latency from the intended send time.
