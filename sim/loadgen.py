@@ -174,6 +174,7 @@ def _user(env: simpy.Environment, system: System, user: int, end: float, think: 
 # wrk2 thread_main: "Stagger connects 5 msec apart within thread" (delayed_initial_connect at i * 5 ms); each
 # connection's schedule counts from its own connect (c->thread_start).
 WRK2_CONNECT_STAGGER_S = 0.005
+WRK2_CLOCK_S = 1e-6  # time_us(): wrk2's clock counts microseconds
 
 
 @dataclass
@@ -199,7 +200,7 @@ class Wrk2Pacer:
     def wait(self, now: float) -> float:
         """Seconds to wait before sending (0: send now)."""
         target = self.intended
-        if target <= now:
+        if target - now < WRK2_CLOCK_S:  # wrk2 compares whole microseconds: less than one ahead is on time
             return 0.0
         if self.timer_s <= 0:
             return target - now
