@@ -10,6 +10,8 @@ from itertools import product
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from meshsim.cli import main
@@ -163,3 +165,21 @@ def test_the_factorial_cli_says_the_flag_in_one_line(argv: list[str], flag: str,
     assert main(["factorial", "--topology", "single", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"meshsim: error: {flag}"), err
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 4), r=st.integers(2, 4), data=st.data())
+def test_any_chosen_effects_are_recovered_whatever_the_row_order(k: int, r: int, data: st.DataObject) -> None:
+    factors = tuple("ABCD"[:k])
+    terms = effect_terms(factors)
+    values = data.draw(st.lists(st.floats(-100, 100), min_size=len(terms), max_size=len(terms)))
+    truth = dict(zip(terms, values))
+    spread = data.draw(st.floats(0.0, 10.0))
+    noise = np.tile(np.linspace(-spread, spread, r), (2 ** k, 1))  # zero mean in every cell
+    frame = synthetic(truth, factors, noise)
+    frame = frame.sample(frac=1.0, random_state=data.draw(st.integers(0, 2 ** 16)))  # rows in any order
+    result = factorial_effects(frame, factors)
+    assert {x.factors: x.value for x in result.effects} == pytest.approx(truth, abs=1e-9)
+    if result.sst > 1e-9:
+        total = sum(x.variation_percent for x in result.effects[1:]) + result.error_percent
+        assert total == pytest.approx(100)
