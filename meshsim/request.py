@@ -22,11 +22,12 @@ from meshsim.mesh import MeshModel
 from meshsim.scenario import Scenario, build_scenario
 from meshsim.topology import Topology
 from meshsim.workload import (FortioLoad, Load, OpenLoad, RateProfile, RunSettings, SequentialLoad, Workload,
-                              validate_load)
+                              Wrk2Load, validate_load)
 
-LOAD_MODELS = ("open", "fortio", "sequential")
+LOAD_MODELS = ("open", "fortio", "sequential", "wrk2")
 FORTIO_FLAGS = ("uniform", "jitter", "nocatchup", "fortio_version", "fortio_warmup")
-DEFAULT_CONNECTIONS = {"open": 1000, "fortio": 8, "sequential": 1}
+DEFAULT_CONNECTIONS = {"open": 1000, "fortio": 8, "sequential": 1, "wrk2": 10}  # wrk2: wrk's -c default
+DEFAULT_THREADS = 2  # wrk's -t default
 DEFAULT_THINK_MS = 50.0
 
 
@@ -41,7 +42,8 @@ class PredictOptions:
     lb: str = "client"
     scope: str = "both"
     load: str = "open"
-    connections: int | None = None  # open: client connections; fortio: -c; sequential: users
+    connections: int | None = None  # open: client connections; fortio and wrk2: -c; sequential: users
+    threads: int | None = None  # wrk2 load: -t, event-loop threads that share the connections and the rate
     uniform: bool = False
     jitter: bool = False
     nocatchup: bool = False
@@ -115,6 +117,10 @@ def build_load(options: PredictOptions) -> Load:
         if think < 0:
             raise FieldError("think_ms", f"must be >= 0 ms, got {think:g}")
         result: Load = SequentialLoad(Deterministic(think * MS), users=connections)
+    elif kind == "wrk2":
+        threads = options.threads if options.threads is not None else DEFAULT_THREADS
+        _check_int(threads, "threads", minimum=1)
+        result = Wrk2Load(_rate(options), connections, threads)
     elif kind == "fortio":
         result = FortioLoad(_rate(options), connections, options.uniform, options.jitter, options.nocatchup,
                             **({"version": options.fortio_version} if options.fortio_version else {}),
@@ -137,9 +143,11 @@ def _refuse_foreign_options(options: PredictOptions) -> None:
         raise FieldError(given_fortio[0], f"applies to the fortio load only, not to load {kind!r}")
     if kind != "sequential" and options.think_ms is not None:
         raise FieldError("think_ms", f"applies to the sequential load only, not to load {kind!r}")
+    if kind != "wrk2" and options.threads is not None:
+        raise FieldError("threads", f"applies to the wrk2 load only, not to load {kind!r}")
     if kind != "open" and options.profile is not None:
-        raise FieldError("profile", f"a rate profile needs the open load (fortio and sequential loads have none), "
-                                    f"not load {kind!r}")
+        raise FieldError("profile", f"a rate profile needs the open load (fortio, sequential and wrk2 loads have "
+                                    f"none), not load {kind!r}")
     if kind == "sequential" and options.rps is not None:
         raise FieldError("rps", "does not apply to the sequential load: its users and think time set the rate")
     if options.profile is not None and options.rps is not None:

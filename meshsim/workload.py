@@ -57,7 +57,8 @@ class RateProfile:
 
 @dataclass(frozen=True)
 class OpenLoad:
-    """Poisson arrivals (wrk2 / Nighthawk semantics: latency from the intended start, no coordinated omission).
+    """Poisson arrivals, latency from the intended start (no coordinated omission; Nighthawk-like open load; wrk2's
+    own pacing is :class:`Wrk2Load`).
 
     ``connections`` only decides how requests spread over pinned proxy workers (a request rides one of them).
     """
@@ -103,7 +104,42 @@ class SequentialLoad:
         return self.users / self.think.mean if self.think.mean > 0 else float("inf")
 
 
-Load = Union[OpenLoad, FortioLoad, SequentialLoad]
+@dataclass(frozen=True)
+class Wrk2Load:
+    """wrk2's constant throughput (giltene/wrk2 wrk.c): ``threads`` event loops, each owning
+    ``connections // threads`` connections; each thread's rate ``rps / threads`` is split evenly over its
+    connections, so every connection has its own schedule of intended send times ``interval_s`` apart, counted from
+    its own connect (connects are staggered 5 ms apart inside a thread). A connection sends its next request only
+    after the previous answer (no pipelining); when it is behind its schedule it sends at once. Latency is timed
+    from the intended send time (coordinated-omission correction), not from the actual send. ``timer_s`` is the
+    event loop's timer grain: a wait of w ms for the next send becomes ``round(w + 0.5)`` ms (ae timers count whole
+    milliseconds); 0 = exact.
+
+    Left out: wrk2's catch-up limit (2x the connection's rate while behind) counts from the last send made on
+    time, which is never more than one timer tick after its intended time, so it cannot hold a late connection
+    back by more than a tick; the connect handshake before the first request; pipelining (-P); Lua scripts.
+    """
+
+    rps: float
+    connections: int = 10  # wrk -c default
+    threads: int = 2  # wrk -t default
+    timer_s: float = 1e-3
+
+    @property
+    def connections_per_thread(self) -> int:
+        return self.connections // self.threads  # wrk2 drops the remainder
+
+    @property
+    def used_connections(self) -> int:
+        return self.connections_per_thread * self.threads
+
+    @property
+    def interval_s(self) -> float:
+        """Gap between a connection's intended send times: 1 / ((rps / threads) / connections_per_thread)."""
+        return self.connections_per_thread * self.threads / self.rps
+
+
+Load = Union[OpenLoad, FortioLoad, SequentialLoad, Wrk2Load]
 
 
 @dataclass(frozen=True)
@@ -168,7 +204,23 @@ def validate_load(load: Load) -> None:
         if load.connections < 1:
             raise FieldError("connections", f"must be >= 1, got {load.connections}")
         warmup_mode(load.version, load.warmup)
+    elif isinstance(load, Wrk2Load):
+        _validate_wrk2(load)
     elif load.users < 1:
         raise FieldError("connections", f"sequential users must be >= 1, got {load.users}")
     elif not 0 <= load.think.mean < math.inf:
         raise FieldError("think_ms", f"must be >= 0 ms and finite, got {load.think.mean * 1e3}")
+
+
+def _validate_wrk2(load: Wrk2Load) -> None:
+    if not (load.rps > 0 and math.isfinite(load.rps)):
+        raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
+    if isinstance(load.threads, bool) or not isinstance(load.threads, int) or load.threads < 1:
+        raise FieldError("threads", f"must be a whole number >= 1, got {load.threads!r}")
+    if isinstance(load.connections, bool) or not isinstance(load.connections, int) or load.connections < 1:
+        raise FieldError("connections", f"must be a whole number >= 1, got {load.connections!r}")
+    if load.connections < load.threads:
+        raise FieldError("connections", f"{load.connections} is fewer than threads ({load.threads}): wrk2 gives "
+                                        "each thread connections / threads of them and refuses fewer than one")
+    if not 0 <= load.timer_s < math.inf:
+        raise FieldError("timer_s", f"must be >= 0 seconds and finite, got {load.timer_s}")

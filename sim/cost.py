@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from meshsim.errors import FieldError
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Compute, Parallel, Topology
-from meshsim.workload import FortioLoad, OpenLoad, RunSettings, SequentialLoad, Workload
+from meshsim.workload import FortioLoad, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.engine import Horizon
 
 # Default budget: 5e7 station visits. Measured on a shared 2-core machine (chain3/istio, bookinfo/linkerd, chain5
@@ -136,7 +136,7 @@ def estimate(scenario: Scenario, workload: Workload, settings: RunSettings, hori
     replications = settings.replications if settings.replications is not None else settings.min_replications
     load = workload.load
     processes = load.users if isinstance(load, SequentialLoad) else load.connections \
-        if isinstance(load, FortioLoad) else 1
+        if isinstance(load, (FortioLoad, Wrk2Load)) else 1
     stations = _stations(scenario)
     samples = requests * replications
     memory_mb = (stations * KB_PER_STATION + processes * KB_PER_PROCESS) / 1024 + samples * BYTES_PER_SAMPLE / 2**20

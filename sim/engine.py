@@ -8,8 +8,8 @@ import numpy as np
 import simpy
 
 from meshsim.scenario import Scenario
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload
-from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users, wrk2_connections
 from meshsim.sim.streams import Streams
 from meshsim.sim.system import System
 
@@ -94,6 +94,8 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
             open_arrivals(env, system, load, horizon.duration, record, streams, trace)
         elif isinstance(load, SequentialLoad):
             sequential_users(env, system, load, horizon.duration, record, streams, trace)
+        elif isinstance(load, Wrk2Load):
+            wrk2_connections(env, system, load, horizon.duration, record, trace)
         else:  # pragma: no cover - the workload types are closed
             raise TypeError(f"unknown load {load!r}")
 

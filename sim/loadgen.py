@@ -7,19 +7,22 @@
   ``RunHTTPTest``): one untimed, uncounted call per thread, all at once or one after another as the fortio
   version does (meshsim/fortio_warmup.py); the timed run of every thread starts when the last one is back.
 - :func:`open_arrivals`: Poisson arrivals, optionally with a time-varying rate (thinning), latency from the
-  intended start (wrk2 / Nighthawk).
+  intended start (an open load, Nighthawk-like).
 - :func:`sequential_users`: request, wait for the answer, think, repeat (the Bookinfo seed's 50 ms client).
+- :func:`wrk2_connections`: wrk2's constant throughput (giltene/wrk2 wrk.c): per-connection schedules of intended
+  send times, one request in flight per connection, sent at once when behind, latency from the intended send time.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import simpy
 
 from meshsim.distributions import Exponential
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Wrk2Load
 from meshsim.sim.streams import Sampler, Streams
 from meshsim.sim.system import Process, System
 
@@ -166,3 +169,73 @@ def _user(env: simpy.Environment, system: System, user: int, end: float, think: 
         record(sent, env.now - sent)
         yield env.timeout(think())
     trace.ends.append(env.now)
+
+
+# wrk2 thread_main: "Stagger connects 5 msec apart within thread" (delayed_initial_connect at i * 5 ms); each
+# connection's schedule counts from its own connect (c->thread_start).
+WRK2_CONNECT_STAGGER_S = 0.005
+WRK2_CLOCK_S = 1e-6  # time_us(): wrk2's clock counts microseconds
+
+
+@dataclass
+class Wrk2Pacer:
+    """One wrk2 connection's send decision (wrk.c ``usec_to_next_send``), in seconds.
+
+    Request k (k answers received so far) is intended at ``origin + k * interval``. On pace, the connection waits
+    for that time on an event-loop timer (``timer_s`` grain: ``round(w_ms + 0.5)`` ms); behind, it sends at once.
+    (wrk2 also limits a late connection to twice its rate, counted from its last send on time: that send is at
+    most one timer tick after its intended time, so the limit never holds back a connection that is behind its
+    intended times by more than a tick; left out.)
+    """
+
+    origin: float
+    interval: float
+    timer_s: float = 1e-3
+    completed: int = 0
+
+    @property
+    def intended(self) -> float:
+        return self.origin + self.completed * self.interval
+
+    def wait(self, now: float) -> float:
+        """Seconds to wait before sending (0: send now)."""
+        target = self.intended
+        if target - now < WRK2_CLOCK_S:  # wrk2 compares whole microseconds: less than one ahead is on time
+            return 0.0
+        if self.timer_s <= 0:
+            return target - now
+        ticks = round((target - now) / self.timer_s, 9)  # float noise must not move a whole tick
+        return self.timer_s * math.floor(ticks + 1.0)  # C round(x + 0.5) for x > 0
+
+
+def wrk2_connections(env: simpy.Environment, system: System, load: Wrk2Load, end: float, record: Record,
+                     trace: LoadTrace, uncorrected: Record | None = None) -> None:
+    """Start every connection of every thread. ``record(t, latency)`` gets each answer's arrival time ``t`` (wrk2
+    resets its histograms at calibration, so what counts is when the answer came) and the latency from the
+    intended send time; ``uncorrected`` (optional) the same answer timed from the actual send (wrk2 -U)."""
+    per_thread = load.connections_per_thread
+    for tid in range(load.threads):
+        for i in range(per_thread):
+            pacer = Wrk2Pacer(i * WRK2_CONNECT_STAGGER_S, load.interval_s, load.timer_s)
+            env.process(_wrk2_connection(env, system, tid * per_thread + i, pacer, end, record, trace, uncorrected))
+    trace.ends.append(end)
+
+
+def _wrk2_connection(env: simpy.Environment, system: System, conn: int, pacer: Wrk2Pacer, end: float,
+                     record: Record, trace: LoadTrace, uncorrected: Record | None) -> Process:
+    if pacer.origin > 0:
+        yield env.timeout(pacer.origin)
+    while env.now < end:
+        wait = pacer.wait(env.now)
+        if wait > 0:
+            yield env.timeout(wait)
+            continue  # the timer fired: socket_writeable asks usec_to_next_send again
+        intended, sent = pacer.intended, env.now
+        trace.started += 1
+        yield from system.client_request(conn)
+        pacer.completed += 1
+        if env.now > end:
+            break  # the run stopped while this answer was on its way: wrk2 never reads it
+        record(env.now, env.now - intended)
+        if uncorrected is not None:
+            uncorrected(env.now, env.now - sent)

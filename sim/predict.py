@@ -27,7 +27,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
-from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload
+from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
@@ -229,6 +229,10 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.rps:
         warnings.append(f"fortio achieved {achieved.value:.0f} of {load.rps:.0f} rps: its {load.connections} "
                         "connection(s) wait for each answer, so throughput caps at connections / latency")
+    if isinstance(load, Wrk2Load) and achieved.value < 0.95 * load.rps:
+        warnings.append(f"wrk2 achieved {achieved.value:.0f} of {load.rps:.0f} rps: each of its "
+                        f"{load.used_connections} connection(s) waits for its answer and falls behind its schedule, "
+                        "so latency from the intended send time grows with the run length")
     if saturated:
         warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "
                         "load the percentiles grow with the run length")

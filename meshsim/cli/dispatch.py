@@ -17,6 +17,7 @@ from meshsim.errors import ComponentMissing, MeshsimError
 # appears, and says which extra to install, instead of breaking the others.
 SUBCOMMANDS = {
     "meshsim.cli.predict_command": ("predict", ""),
+    "meshsim.cli.factorial_command": ("factorial", ""),
     "meshsim.cli.fit_command": ("fit", "fit"),
     "meshsim.cli.lab_command": ("lab", "lab"),
     "meshsim.cli.calibrate_command": ("calibrate", "lab,kube"),

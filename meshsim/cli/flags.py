@@ -7,15 +7,16 @@ from meshsim.errors import FieldError, MeshsimError
 # request/option field -> flag (one table for every command: a field has one flag wherever it appears)
 FIELD_FLAGS = {
     "topology": "--topology", "mesh": "--mesh", "rps": "--rps", "features": "--features", "lb": "--lb",
-    "scope": "--scope", "load": "--load", "connections": "--connections", "uniform": "--uniform",
-    "jitter": "--jitter", "nocatchup": "--nocatchup", "think_ms": "--think", "profile": "--profile",
-    "keepalive": "--no-keepalive", "tls": "--tls", "payload_bytes": "--payload", "proxy_workers": "--proxy-workers",
-    "proxy_cpu_limit": "--proxy-cpu-limit", "duration_s": "--duration", "warmup_s": "--warmup",
+    "scope": "--scope", "load": "--load", "connections": "--connections", "threads": "--threads",
+    "uniform": "--uniform", "jitter": "--jitter", "nocatchup": "--nocatchup", "think_ms": "--think",
+    "profile": "--profile", "keepalive": "--no-keepalive", "tls": "--tls", "payload_bytes": "--payload",
+    "proxy_workers": "--proxy-workers", "proxy_cpu_limit": "--proxy-cpu-limit", "duration_s": "--duration", "warmup_s": "--warmup",
     "replications": "--replications", "precision": "--precision", "seed": "--seed", "processes": "--processes",
     "max_error_fraction": "--max-errors", "workers": "--workers", "cpu_limit": "--cpu-limit", "cpus": "--cpus",
     "mode": "--mode", "state_dir": "--state-dir", "plan": "--plan", "model": "--model",
     "sim_duration_s": "--sim-duration", "fail_above": "--fail-above", "html": "--html", "out": "--out",
     "rates": "--lab-rates", "payloads": "--lab-payloads", "max_events": "--max-events", "time_limit_s": "--time-limit",
+    "factors": "--factor",
 }
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, PredictOptions
+from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, DEFAULT_THREADS, PredictOptions
 from meshsim.workload import RateProfile
 
 MESHES_HELP = "none, istio, istio-1.2 (fitted), linkerd, traefik"
@@ -46,11 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "mtls,tracing; no-NAME turns a default off (istio has telemetry on by default: no-telemetry)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"), help="client-side balancing or a "
                    "central proxy load balancer (default client)")
-    p.add_argument("--load", default="open", choices=("open", "fortio", "sequential"),
-                   help="open Poisson arrivals (default), fortio's closed loop, or sequential users with think time")
-    p.add_argument("--connections", type=int, help=f"fortio -c (default {DEFAULT_CONNECTIONS['fortio']}); open: "
+    p.add_argument("--load", default="open", choices=("open", "fortio", "sequential", "wrk2"),
+                   help="open Poisson arrivals (default), fortio's closed loop, sequential users with think time, "
+                        "or wrk2's constant throughput (latency from the intended send time)")
+    p.add_argument("--connections", type=int, help=f"fortio -c (default {DEFAULT_CONNECTIONS['fortio']}); wrk2 -c "
+                   f"(default {DEFAULT_CONNECTIONS['wrk2']}, split over --threads); open: "
                    "client connections requests ride on, each pinned to a proxy worker (default "
                    f"{DEFAULT_CONNECTIONS['open']}); sequential: users (default {DEFAULT_CONNECTIONS['sequential']})")
+    p.add_argument("--threads", type=int, help=f"wrk2 load: -t, threads sharing the connections and the rate "
+                   f"(default {DEFAULT_THREADS})")
     p.add_argument("--uniform", action="store_true", help="fortio -uniform (fortio load only)")
     p.add_argument("--jitter", action="store_true", help="fortio -jitter (fortio load only)")
     p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup (fortio load only)")
@@ -91,8 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def options_of(args: argparse.Namespace) -> PredictOptions:
     return PredictOptions(
         topology=args.topology, mesh=args.mesh_model or args.mesh, rps=args.rps, features=args.features,
-        lb=args.lb, scope=args.scope, load=args.load, connections=args.connections, uniform=args.uniform,
-        jitter=args.jitter, nocatchup=args.nocatchup, fortio_version=args.fortio_version,
+        lb=args.lb, scope=args.scope, load=args.load, connections=args.connections, threads=args.threads,
+        uniform=args.uniform, jitter=args.jitter, nocatchup=args.nocatchup, fortio_version=args.fortio_version,
         fortio_warmup=args.fortio_warmup, think_ms=args.think, profile=args.profile,
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,

@@ -17,7 +17,8 @@ def prediction_table(d: dict[str, Any]) -> str:
     head = (f"meshsim predict: {inp['topology']['name']} on {inp['mesh']['name']}"
             f" features={','.join(inp['features']) or 'none'} lb={inp['lb']} load={load['model']}"
             + (f" rate={rate:g} rps" if rate else "")
-            + (f" connections={load['connections']}" if "connections" in load else ""))
+            + (f" connections={load['connections']}" if "connections" in load else "")
+            + (f" threads={load['threads']}" if "threads" in load else ""))
     lines = [head, f"{d['replications']} replications x {inp['duration_s']:.3g} s simulated"
              f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall", ""]
     lines.append(f"{'latency':<10}{'ms':>10}   95% CI")
