@@ -228,3 +228,57 @@ def test_rss_sampler_reads_a_real_process_and_keeps_the_steady_half() -> None:
     assert len(samples) >= 15
     assert samples[0] < 40 and steady_mb(samples) > 64
     assert steady_mb([]) is None and steady_mb([5.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+# -- run folders: meshsim fit writes the memory block ----------------------------------------------------------------
+
+def _memory_runs(root, connections=(1, 4, 16, 64), rates=(100.0, 1000.0)) -> None:
+    """A baseline run and server-sidecar runs whose sidecar RSS follows a known law (base 50, 0.1 per connection,
+    0.5 per request held; held = achieved rps x mean latency, as the runs' fortio results say)."""
+    from meshsim.calibrate.measure.fortio_histogram import result_json
+    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+
+    rng = np.random.default_rng(3)
+    for path in ("baseline", "server-sidecar"):
+        for c in connections if path != "baseline" else (1,):
+            for rps in rates:
+                samples = 0.4e-3 + rng.gamma(4.0, 0.1e-3 * c, 4000)  # more connections, longer queues
+                held = rps * samples.mean()
+                memory = {"server/sidecar": float(round(50 + 0.1 * c + 0.5 * held, 3))} if path != "baseline" else {}
+                rid = f"{path}-c{c}-q{rps:g}"
+                manifest = RunManifest(id=rid, source="lab", provenance="synthetic: test_proxy_memory.py",
+                                       when="2026-11-23T00:00:00Z", where={},
+                                       setup=Setup(mesh="envoy", path=path, proxy_workers=2),
+                                       load=LoadSettings(rps=rps, connections=c, duration_s=4000 / rps),
+                                       memory_mb=memory)
+                write_run(root / rid, manifest, result_json(samples, 1e-5, requested_rps=rps, actual_rps=rps,
+                                                            connections=c, labels=rid))
+
+
+def test_memory_from_runs_recovers_the_law_and_names_what_it_cannot_identify(tmp_path) -> None:
+    from meshsim.calibrate.load.memory_fit import memory_from_runs
+    from meshsim.calibrate.measure.dataset import load_runs
+
+    _memory_runs(tmp_path / "all")
+    block, features, notes = memory_from_runs(load_runs([tmp_path / "all"]).runs)
+    assert block["base_mb"] == pytest.approx(50, abs=0.01) and block["per_connection_mb"] == pytest.approx(0.1, abs=1e-3)
+    assert block["per_in_flight_mb"] == pytest.approx(0.5, abs=1e-3) and "8 sidecar RSS readings" in block["source"]
+    assert features == {} and notes == []
+    _memory_runs(tmp_path / "one", connections=(1,), rates=(100.0, 200.0, 300.0, 1000.0))
+    block, _, notes = memory_from_runs(load_runs([tmp_path / "one"]).runs)
+    assert notes == ["memory: per_connection_mb not identified by these runs, set to 0"]
+    assert block["per_connection_mb"] == 0.0 and block["base_mb"] == pytest.approx(50.1, abs=0.01)
+    assert block["per_in_flight_mb"] == pytest.approx(0.5, abs=1e-3)
+    _memory_runs(tmp_path / "few", connections=(1,), rates=(100.0,))
+    assert memory_from_runs(load_runs([tmp_path / "few"]).runs)[0] is None
+
+
+def test_meshsim_fit_writes_the_fitted_memory_block(tmp_path) -> None:
+    from meshsim.calibrate.fit.families import Family
+    from meshsim.calibrate.fit_runs import fit_runs
+
+    _memory_runs(tmp_path / "runs", connections=(1, 16))
+    fit_runs([tmp_path / "runs"], "envoy-mem", tmp_path / "m.yaml", families=[Family("gamma", True)])
+    memory = load_mesh(str(tmp_path / "m.yaml")).proxy.memory
+    assert (memory.base_mb, memory.per_connection_mb, memory.per_in_flight_mb) == pytest.approx((50, 0.1, 0.5),
+                                                                                                abs=0.01)
