@@ -148,6 +148,46 @@ def test_istio_model_reproduces_the_istio17_memory_rows_within_their_noise() -> 
         assert abs(model - measured) <= 2 * noise[setup] / math.sqrt(len(pairs)), (setup, model, measured)
 
 
+LAB = measurements_dir() / "lab-memory-2026-11-23"
+
+
+def test_lab_rows_are_explained_within_their_noise_and_the_istio_model_cites_their_fit() -> None:
+    """The lab's 128 readings: the model's residual SD is no larger than the spread of repeated points (fresh
+    labs at the same setup), and the numbers in models/meshes/istio.yaml are this fit's, and the Istio 1.7 fit's
+    with these terms fixed."""
+    from meshsim.calibrate.load.memory_fit import lab_observations
+
+    lab = lab_observations(LAB / "rss.csv")
+    fit = fit_memory(lab, ("mtls",))
+    noise = setup_noise(lab)
+    pooled = math.sqrt(np.mean([v * v for v in noise.values()]))
+    assert len(lab) == 128 and fit.residual_sd <= 1.1 * pooled
+    assert fit.value("per_connection_mb") > 10 * fit.std_errors["per_connection_mb"]  # connections: clearly seen
+    assert fit.value("per_in_flight_mb") < 2 * fit.std_errors["per_in_flight_mb"]  # requests held: not seen
+    mesh = load_mesh("istio")
+    assert mesh.proxy.memory.per_connection_mb == pytest.approx(fit.value("per_connection_mb"), abs=5e-4)
+    assert mesh.proxy.memory.per_in_flight_mb == pytest.approx(fit.value("per_in_flight_mb"), abs=5e-4)
+    assert mesh.features["mtls"].memory_mb == pytest.approx(fit.feature_mb("mtls"), abs=5e-3)
+    istio = fit_memory(istio17_observations(), ("telemetry",),
+                       {"per_connection_mb": fit.value("per_connection_mb"), "feature:mtls": fit.feature_mb("mtls"),
+                        "per_in_flight_mb": fit.value("per_in_flight_mb")}, reject_outliers=True)
+    assert [o.resident_mb for o in istio.rejected] == [pytest.approx(228.09, abs=0.01)]
+    assert mesh.proxy.memory.base_mb == pytest.approx(istio.value("base_mb"), abs=0.05)
+    assert mesh.features["telemetry"].memory_mb == pytest.approx(istio.feature_mb("telemetry"), abs=0.05)
+
+
+def test_outlier_rule_leaves_out_a_gross_row_only() -> None:
+    rows = _synthetic(TRUE, 0.5, 11)
+    bad = replace(rows[5], resident_mb=rows[5].resident_mb + 150)
+    rows = rows[:5] + [bad] + rows[6:]
+    plain = fit_memory(rows, ("mtls", "telemetry"))
+    robust = fit_memory(rows, ("mtls", "telemetry"), reject_outliers=True)
+    assert robust.rejected == (bad,)
+    assert abs(robust.value("base_mb") - 60) < abs(plain.value("base_mb") - 60)
+    assert robust.value("base_mb") == pytest.approx(60, abs=0.5)
+    assert fit_memory(rows[:5] + rows[6:], ("mtls", "telemetry"), reject_outliers=True).rejected == ()
+
+
 # -- the simulator's memory figure ---------------------------------------------------------------------------------
 
 def _mesh_with(per_connection: float, per_in_flight: float):
