@@ -79,7 +79,8 @@ def main() -> None:
                        Path(tmp) / "runs", Path(tmp) / "labs", args.payload)
     write_rows(rows, args.out / args.csv)
     for r in rows:
-        print(f"{r.mode:8} q{r.rps:<6g} c{r.connections:<3} b{r.payload_bytes} #{r.repeat} achieved {r.achieved_rps:8.1f} "
+        print(f"{r.mode:8} q{r.rps:<6g} c{r.connections:<3} b{r.payload_bytes} #{r.repeat} "
+              f"achieved {r.achieved_rps:8.1f} "
               f"in-flight {r.in_flight:6.3f} client {r.client_sidecar_idle_mb:6.1f} -> {r.client_sidecar_mb:6.1f} MB "
               f"server {r.server_sidecar_idle_mb:6.1f} -> {r.server_sidecar_mb:6.1f} MB")
 

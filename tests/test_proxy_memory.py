@@ -14,10 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import given, settings, strategies as st
 
-from meshsim.catalog import load_mesh
+from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import FieldError, ModelError
 from meshsim.limits import MAX_MEMORY_MB
 from meshsim.mesh import Memory, mesh_from_data
@@ -30,8 +29,6 @@ from meshsim.calibrate.load.memory_fit import (MemoryObservation, fit_memory, is
                                                setup_noise)
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
 from meshsim.calibrate.measure.tables import measurements_dir
-
-from meshsim.catalog import load_topology
 
 TRUE = {"base_mb": 60.0, "per_connection_mb": 0.05, "per_in_flight_mb": 0.4, "feature:mtls": 3.0,
         "feature:telemetry": 9.0}
@@ -301,7 +298,8 @@ def test_memory_from_runs_recovers_the_law_and_names_what_it_cannot_identify(tmp
 
     _memory_runs(tmp_path / "all")
     block, features, notes = memory_from_runs(load_runs([tmp_path / "all"]).runs)
-    assert block["base_mb"] == pytest.approx(50, abs=0.01) and block["per_connection_mb"] == pytest.approx(0.1, abs=1e-3)
+    assert block["base_mb"] == pytest.approx(50, abs=0.01)
+    assert block["per_connection_mb"] == pytest.approx(0.1, abs=1e-3)
     assert block["per_in_flight_mb"] == pytest.approx(0.5, abs=1e-3) and "8 sidecar RSS readings" in block["source"]
     assert features == {} and notes == []
     _memory_runs(tmp_path / "one", connections=(1,), rates=(100.0, 200.0, 300.0, 1000.0))

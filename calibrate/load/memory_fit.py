@@ -124,7 +124,8 @@ def _least_squares(observations: Sequence[MemoryObservation], features: Sequence
             raise ModelError(f"memory fit: unknown fixed coefficient {name!r} (known: {', '.join(sorted(known))})")
     stray = {f for o in observations for f in o.features} - set(features) - {n[8:] for n in fixed}
     if stray:
-        raise ModelError(f"memory fit: observations have feature(s) {', '.join(sorted(stray))} neither fitted nor fixed")
+        raise ModelError(f"memory fit: observations have feature(s) {', '.join(sorted(stray))} "
+                         "neither fitted nor fixed")
     columns = _design(observations, sorted({*features, *(n[8:] for n in fixed if n.startswith("feature:"))}))
     y = np.array([o.resident_mb for o in observations], dtype=float)
     for name, value in fixed.items():
@@ -136,7 +137,7 @@ def _least_squares(observations: Sequence[MemoryObservation], features: Sequence
     loose = _unidentified(x, names)
     if loose:
         raise ModelError(f"memory fit: these rows cannot separate {', '.join(loose)}: fix one of them from other data")
-    solution = lsq_linear(x, y, bounds=(0.0, MAX_MEMORY_MB))
+    solution = lsq_linear(x, y, bounds=(0.0, MAX_MEMORY_MB), method="bvls")  # active set: exact on the bounds
     coef = solution.x
     residuals = y - x @ coef
     dof = len(y) - len(names)
@@ -163,7 +164,8 @@ def setup_noise(observations: Iterable[MemoryObservation]) -> dict[str, float]:
 ISTIO17_FEATURES = {"none_mtls": frozenset({"mtls"}), "v2-stats-nullvm": frozenset({"mtls", "telemetry"}),
                     "v2-sd-full-nullvm": frozenset({"mtls"})}
 ISTIO17_PODS = ("fortioclient", "fortioserver")
-_LABEL = re.compile(r"^[0-9a-f]+_qps_(?P<qps>[0-9]+)_c_(?P<c>[0-9]+)_(?P<size>[0-9]+)_(?P<setup>.+)_(?P<scope>both|baseline)$")
+_LABEL = re.compile(r"^[0-9a-f]+_qps_(?P<qps>[0-9]+)_c_(?P<c>[0-9]+)_(?P<size>[0-9]+)_"
+                    r"(?P<setup>.+)_(?P<scope>both|baseline)$")
 
 
 def _istio17_row(row: Mapping, pod: str) -> MemoryObservation | None:

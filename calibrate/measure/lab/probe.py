@@ -255,9 +255,8 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
     if saturated_at is not None:
         notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
     notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
-                 "(client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, the median of the "
-                 "second half of samples every 0.25 s "
-                 "(client/app: fortio's peak RSS)")
+                 "(client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, the median "
+                 "of the second half of samples every 0.25 s (client/app: fortio's peak RSS)")
     if state.cpu_limit_backend:
         notes.append(f"cpu limit via {state.cpu_limit_backend}")
     return notes

@@ -23,7 +23,6 @@ from meshsim.calibrate.measure.lab.running import Lab
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import rss_mb_of
 
-SIDECARS = ("client/sidecar", "server/sidecar")
 SETTLE_S = 1.0  # after the lab is ready, before the idle reading (Envoy finishes its start-up allocations)
 
 
@@ -78,7 +77,8 @@ def measure(modes: Sequence[str], rates: Sequence[float], connections: Sequence[
             for rps in rates:
                 for c in connections:
                     settings = ProbeSettings(rps=rps, connections=c, duration_s=duration_s, payload_bytes=payload_bytes)
-                    rows.append(_one(mode, settings, repeat, out_dir, lab_dir / f"{mode}-q{rps:g}-c{c}-b{payload_bytes}-{repeat}"))
+                    folder = lab_dir / f"{mode}-q{rps:g}-c{c}-b{payload_bytes}-{repeat}"
+                    rows.append(_one(mode, settings, repeat, out_dir, folder))
     return rows
 
 
