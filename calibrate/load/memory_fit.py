@@ -159,8 +159,9 @@ def setup_noise(observations: Iterable[MemoryObservation]) -> dict[str, float]:
 # -- the Istio 1.7 pipeline's memory columns -----------------------------------------------------------------------
 
 # Labels' telemetry/mTLS part -> the istio model's features. *_baseline rows: the sidecars run (their configuration
-# loaded) but traffic bypasses them: no connection, nothing in flight. Stackdriver and Wasm telemetry are not
-# features of the model: those rows are left out.
+# loaded) but traffic bypasses them: no connection, nothing in flight, no per-request stats series, so a bypassed
+# v2-sd-full sidecar is an idle mTLS sidecar like none_mtls_baseline. Traversed Stackdriver and Wasm telemetry rows
+# are left out: neither is a feature of the model.
 ISTIO17_FEATURES = {"none_mtls": frozenset({"mtls"}), "v2-stats-nullvm": frozenset({"mtls", "telemetry"}),
                     "v2-sd-full-nullvm": frozenset({"mtls"})}
 ISTIO17_PODS = ("fortioclient", "fortioserver")
