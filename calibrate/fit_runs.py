@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from meshsim.calibrate.load import load_dependence
+from meshsim.calibrate.load import load_dependence, memory_fit
 from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
@@ -319,6 +319,18 @@ def _lb_section(mesh: str, decomp: Decomposition, n_workers: int) -> dict[str, A
     return lb
 
 
+def _memory(proxy: dict[str, Any], features: dict[str, Any], usable: Sequence[Run], notes: list[str]) -> None:
+    """The proxy's memory block and its features' memory_mb from the sidecars' RSS the runs recorded."""
+    block, per_feature, memory_notes = memory_fit.memory_from_runs(usable)
+    notes.extend(memory_notes)
+    if block is None:
+        return
+    proxy["memory"] = block
+    for name, mb in per_feature.items():
+        if name in features:
+            features[name]["memory_mb"] = mb
+
+
 def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
               ref_rps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
               default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
@@ -342,6 +354,8 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
                      "whatever wake-up cost that rate implies")
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
+    if proxy is not None:
+        _memory(proxy, features, usable, notes)
     fractions = load_dependence.cpu_fractions(cpu, decomp, notes, extra.cpu_without_wake)
     for section, block in (("proxy", proxy), ("load_balancer", lb)):
         if block is not None and section in fractions:

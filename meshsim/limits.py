@@ -28,6 +28,9 @@ MAX_MESSAGE_BYTES = 2**30
 MIN_CPU_LIMIT = 0.001
 # Link bandwidth: 10 Tb/s is beyond any NIC; above, the per-byte time underflows to nothing anyway.
 MAX_BANDWIDTH_GBPS = 10_000.0
+# Memory of one proxy and each of its terms, MB: 1 TiB, the largest single machines' RAM; beyond it a
+# coefficient is a typo (a per-connection figure in KB written as MB gives at most GBs, still below).
+MAX_MEMORY_MB = 2.0**20
 
 
 def check_finite(field: str, value: float, *, low: float | None = None, high: float | None = None,

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from meshsim.distributions import MS, Distribution
 from meshsim.distribution_spec import distribution_at, parse_distribution
 from meshsim.errors import FieldError, ModelError
-from meshsim.limits import MAX_CORES, MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, check_finite
+from meshsim.limits import MAX_CORES, MAX_MEMORY_MB, MAX_MESSAGE_BYTES, MAX_WORKERS, MIN_CPU_LIMIT, check_finite
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section
 
@@ -28,8 +28,24 @@ LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
 
 @dataclass(frozen=True)
 class Memory:
+    """A proxy's resident memory: what it holds idle, per open connection and per request in flight.
+
+    resident = base + per_connection x open downstream connections (each with the upstream connection it drives:
+    socket buffers, codec and TLS state) + per_in_flight x mean requests held (a stream's headers and body
+    buffers, from its first byte in to its last byte out: by Little's law rps x time held) + each enabled
+    feature's constant (``Feature.memory_mb``: stats filters keep their series, TLS its contexts)."""
+
     base_mb: float = 0.0
     per_connection_mb: float = 0.0
+    per_in_flight_mb: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("base_mb", "per_connection_mb", "per_in_flight_mb"):
+            check_finite(f"memory.{name}", getattr(self, name), low=0.0, high=MAX_MEMORY_MB)
+
+    def resident_mb(self, connections: float, in_flight: float, features_mb: float = 0.0) -> float:
+        """Resident MB with ``connections`` open, ``in_flight`` requests held on average and the features' part."""
+        return self.base_mb + self.per_connection_mb * connections + self.per_in_flight_mb * in_flight + features_mb
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,8 @@ class Feature:
     collector: Collector | None = None
     sampling: float = 1.0
     description: str = ""
+    # what the feature adds to every proxy's resident memory, MB (stats series, TLS contexts): see Memory
+    memory_mb: float = 0.0
     # what the feature adds to a proxy's cold wake (its code and data are cold too): delay and CPU, seconds
     cold_delay: float = 0.0
     cold_cpu: float = 0.0
@@ -127,8 +145,9 @@ MAX_PER_KB_MS = 1000.0
 def _memory(s: Section | None) -> Memory:
     if s is None:
         return Memory()
-    s.reject_unknown(("base_mb", "per_connection_mb", *_META))
-    return Memory(s.number("base_mb", 0.0), s.number("per_connection_mb", 0.0))
+    s.reject_unknown(("base_mb", "per_connection_mb", "per_in_flight_mb", *_META))
+    return Memory(*(s.number(k, 0.0, maximum=MAX_MEMORY_MB) for k in ("base_mb", "per_connection_mb",
+                                                                      "per_in_flight_mb")))
 
 
 def _cpu_limit(s: Section) -> float | None:
@@ -179,7 +198,7 @@ def _per_pass(s: Section) -> dict[str, Distribution]:
 
 def _feature(name: str, s: Section) -> Feature:
     s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
-                      "collector", "sampling", "cold_wake", *_META))
+                      "collector", "sampling", "cold_wake", "memory_mb", *_META))
     cold = s.section("cold_wake", required=False)
     if cold is not None:
         cold.reject_unknown(("delay_ms", "cpu_ms", *_META))
@@ -202,7 +221,7 @@ def _feature(name: str, s: Section) -> Feature:
     return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
                    s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
                    handshake, distribution_at(s, "post_response", required=False), collector, sampling,
-                   s.get("description", ""),
+                   s.get("description", ""), s.number("memory_mb", 0.0, maximum=MAX_MEMORY_MB),
                    cold.number("delay_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
                    cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0)
 

@@ -60,10 +60,36 @@ class ProxyInstance:
     binding: dict[int, int] = field(default_factory=dict)
     _next_worker: int = 0
     delayed: float = 0.0  # recorded pass time that did not hold a worker (kernel path, scheduling), summed
+    features_mb: float = 0.0  # the enabled features' part of this proxy's memory
+    window: tuple[float, float] | None = None  # (start, end) of the measurement window, once known
+    held_area: float = 0.0  # integral over the window of the number of requests held (request-seconds)
+    holds: int = 0  # requests whose hold began inside the window ...
+    held_seconds: float = 0.0  # ... and their hold times, summed (Little's law: rate x mean hold)
 
     @property
     def connections(self) -> int:
         return len(self.binding)
+
+    def hold(self, opened: float, closed: float) -> None:
+        """A request held from its first pass in (``opened``) to its last pass out (``closed``): its stream's
+        buffers live that long. Adds its overlap with the window to the time-integral of requests held."""
+        if self.window is None:
+            return
+        start, end = self.window
+        self.held_area += max(0.0, min(closed, end) - max(opened, start))
+        if start <= opened < end:
+            self.holds += 1
+            self.held_seconds += closed - opened
+
+    @property
+    def in_flight(self) -> float:
+        """Mean requests held over the window (the time-average, measured directly; Little's law predicts it)."""
+        if self.window is None or self.window[1] <= self.window[0]:
+            return 0.0
+        return self.held_area / (self.window[1] - self.window[0])
+
+    def memory_mb(self) -> float:
+        return self.model.memory.resident_mb(self.connections, self.in_flight, self.features_mb)
 
     def worker_for(self, conn: int) -> int | None:
         """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash or round robin)."""
@@ -148,6 +174,7 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
         handshake_round_trips=round_trips,
         rng=streams.rng(f"{instance}:binding"),
         uniform=streams.uniforms(f"{instance}:sampling"),
+        features_mb=sum(f.memory_mb for f in features),
     )
 
 

@@ -33,7 +33,10 @@ class ComponentUsage:
     cpu_seconds: float = 0.0
     capacity_cores: float = 0.0
     hottest: float = 0.0  # utilisation of the busiest instance (busiest worker for pinned proxies)
-    memory_mb: float = 0.0
+    memory_mb: float = 0.0  # the largest instance's resident memory (per proxy, not summed)
+    in_flight: float = 0.0  # mean requests held in the component's proxies, all instances
+    holds: int = 0  # requests whose hold in a proxy began in the window, all instances ...
+    held_seconds: float = 0.0  # ... and their hold times summed (Little's law: in_flight = holds/window x mean)
     connections: int = 0
     instances: int = 0
     jobs: int = 0
@@ -103,6 +106,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     if warmup > 0:
         env.run(until=origin + warmup)
     system.set_recording(True)
+    system.set_hold_window(env.now, origin + horizon.duration)
     started_before = trace.started if warmup > 0 else 0
     env.run(until=origin + horizon.duration)
     started_in_window = trace.started - started_before
@@ -170,7 +174,9 @@ def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
         u.hottest = max(u.hottest, hottest)
         if proxy is not None:
             u.cpu_seconds += proxy.model.idle_cores * window  # background work of the process, traffic or not
-            mem = proxy.model.memory
-            u.memory_mb = max(u.memory_mb, mem.base_mb + mem.per_connection_mb * proxy.connections)
+            u.memory_mb = max(u.memory_mb, proxy.memory_mb())
+            u.in_flight += proxy.in_flight
+            u.holds += proxy.holds
+            u.held_seconds += proxy.held_seconds
             u.connections = max(u.connections, proxy.connections)
     return usage

@@ -54,6 +54,8 @@ class Prediction:
     warnings: tuple[str, ...] = ()
     wall_s: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> mean seconds per request
+    # component -> mean requests held by one of its proxies (the in-flight part of memory_mb; Little's law)
+    proxy_in_flight: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -68,6 +70,7 @@ class Prediction:
             "cpu_cores": {k: round(v, 4) for k, v in self.cpu_cores.items()},
             "utilization": {k: round(v, 4) for k, v in self.utilization.items()},
             "memory_mb": {k: round(v, 2) for k, v in self.memory_mb.items()},
+            "proxy_in_flight": {k: round(v, 4) for k, v in self.proxy_in_flight.items()},
             "bottleneck": self.bottleneck,
             "saturation_rps": round(self.saturation_rps, 1) if math.isfinite(self.saturation_rps) else None,
             "saturated": self.saturated,
@@ -220,6 +223,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     util = {c: float(np.mean([r.usage[c].hottest for r in results if c in r.usage])) for c in components}
     memory = {c: float(np.mean([r.usage[c].memory_mb for r in results if c in r.usage]))
               for c in components if any(r.usage[c].memory_mb > 0 for r in results if c in r.usage)}
+    held = {c: float(np.mean([r.usage[c].in_flight / max(r.usage[c].instances, 1) for r in results if c in r.usage]))
+            for c in memory}
     bottleneck = max(util, key=util.__getitem__) if util else ""
     levels, cdf = pooled_cdf([r.latencies for r in results])
     in_flight = float(np.mean([r.in_flight for r in results]))
@@ -258,7 +263,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if results else {}
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started, breakdown)
+                      time.perf_counter() - started, breakdown, held)
 
 
 # -- saturation ----------------------------------------------------------------------------------------------------

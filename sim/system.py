@@ -213,6 +213,12 @@ class System:
             station.recording = on
         self.net.recording = on
 
+    def set_hold_window(self, start: float, end: float) -> None:
+        """The window over which each proxy's mean number of requests held (its memory's in-flight part) counts."""
+        for _, _, proxy in self.stations():
+            if proxy is not None:
+                proxy.window = (start, end)
+
     # -- request logic -------------------------------------------------------------------------------------------
 
     def client_request(self, conn: int) -> Process:
@@ -266,12 +272,14 @@ class System:
             pending = self._hop(pending, caller.node, out.node, req_bytes, loopback=out.node == caller.node)
             if pending > 0:
                 yield env.timeout(pending)
+            out_opened = env.now
             pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
         src = out.node if out is not None else caller.node
         if lb is not None:
             pending = self._hop(pending, src, lb.node, req_bytes)
             if pending > 0:
                 yield env.timeout(pending)
+            lb_opened = env.now
             pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
             src = lb.node
         pending = self._hop(pending, src, replica.node, req_bytes)
@@ -280,6 +288,7 @@ class System:
         if inbound is not None:
             if pending > 0:
                 yield env.timeout(pending)
+            in_opened = env.now
             pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
             pending = self._hop(pending, replica.node, replica.node, req_bytes, loopback=True)
         yield from self.handle(replica, conn, pending)
@@ -290,11 +299,13 @@ class System:
             if pending > 0:
                 yield env.timeout(pending)
             pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
+            inbound.hold(in_opened, env.now + pending)
         if lb is not None:
             pending = self._hop(pending, replica.node, lb.node, resp_bytes)
             if pending > 0:
                 yield env.timeout(pending)
             pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
+            lb.hold(lb_opened, env.now + pending)
             pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
             pending = self._hop(pending, replica.node, src, resp_bytes)
@@ -302,6 +313,7 @@ class System:
             if pending > 0:
                 yield env.timeout(pending)
             pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
+            out.hold(out_opened, env.now + pending)
             pending = self._hop(pending, out.node, caller.node, resp_bytes, loopback=out.node == caller.node)
         if pending > 0:
             yield env.timeout(pending)

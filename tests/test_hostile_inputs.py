@@ -85,7 +85,12 @@ MESH_CASES = [
     ("cpu_limit: null", "cpu_limit: 1.0e-9", "proxy.cpu_limit: must be >= 0.001"),
     ("dispatch: pinned", "dispatch: pinned\n  cpu_fraction: .nan", "proxy.cpu_fraction: expected a finite number"),
     ("per_kb_ms: 0.001", "per_kb_ms: .inf", "proxy.per_kb_ms: expected a finite number"),
-    ("workers: 2", "workers: 2\n  cpu_limit: 1", "line 20: invalid YAML (duplicate key 'cpu_limit')"),
+    ("workers: 2", "workers: 2\n  cpu_limit: 1", "line 21: invalid YAML (duplicate key 'cpu_limit')"),
+    ("per_connection_mb: 0.062, per_in_flight_mb: 0.0, source: \"MB", "per_connection_mb: .nan, source: \"MB",
+     "proxy.memory.per_connection_mb: expected a finite number"),
+    ("per_in_flight_mb: 0.0, source: \"MB", "per_in_flight_mb: 1.0e+300, source: \"MB",
+     "proxy.memory.per_in_flight_mb: must be <= 1.04858e+06"),
+    ("    memory_mb: 0.83", "    memory_mb: -0.83", "features.mtls.memory_mb: must be >= 0"),
 ]
 
 

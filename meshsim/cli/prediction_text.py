@@ -29,11 +29,11 @@ def prediction_table(d: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"achieved rps     {_f(d['achieved_rps'], 1)}")
     lines.append("")
-    lines.append(f"{'component':<28}{'cpu cores':>10}{'utilisation':>13}{'memory MB':>11}")
+    lines.append(f"{'component':<28}{'cpu cores':>10}{'utilisation':>13}{'memory MB':>11}{'in flight':>11}")
     for comp in sorted(d["cpu_cores"], key=lambda c: -d["utilization"][c]):
-        mem = d["memory_mb"].get(comp)
+        mem, held = d["memory_mb"].get(comp), d.get("proxy_in_flight", {}).get(comp)
         lines.append(f"{comp:<28}{_f(d['cpu_cores'][comp]):>10}{d['utilization'][comp] * 100:>12.1f}%"
-                     f"{_f(mem, 1) if mem is not None else '':>11}")
+                     f"{_f(mem, 1) if mem is not None else '':>11}{_f(held, 3) if held is not None else '':>11}")
     lines.append("")
     sat = d["saturation_rps"]
     lines.append(f"bottleneck       {d['bottleneck']}")

@@ -28,6 +28,7 @@ from meshsim.calibrate.measure.lab.envoy_config import ZIPKIN_FLUSH_MS
 from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
+from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
 from meshsim.calibrate.measure.lab.supervisor import (
     cpu_seconds_of,
     interrupts_deferred,
@@ -221,8 +222,10 @@ def _run_id(state: LabState, s: ProbeSettings, when: float) -> str:
 
 
 def _usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | None],
-           cpu_after: Mapping[str, float | None]) -> tuple[dict[str, float], dict[str, float]]:
-    """CPU seconds over the load and resident memory after it, per component (replicas add up)."""
+           cpu_after: Mapping[str, float | None],
+           rss_samples: Mapping[str, Sequence[float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU seconds over the load and steady resident memory during it (after it when unsampled), per component
+    (replicas add up)."""
     cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
     memory: dict[str, float] = {"client/app": round(run.max_rss_mb, 1)}
     for proc in state.processes:
@@ -230,7 +233,8 @@ def _usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | Non
         before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
         if before is not None and after is not None:
             cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
-        rss = rss_mb_of(proc.pid)
+        rss = steady_mb(rss_samples.get(proc.name, ()))
+        rss = rss if rss is not None else rss_mb_of(proc.pid)
         if rss is not None:
             memory[key] = round(memory.get(key, 0.0) + rss, 1)
     return cpu, memory
@@ -251,8 +255,8 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
     if saturated_at is not None:
         notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
     notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
-                 "(client/app: fortio's rusage); memory_mb: resident set size after the load "
-                 "(client/app: fortio's peak RSS)")
+                 "(client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, the median "
+                 "of the second half of samples every 0.25 s (client/app: fortio's peak RSS)")
     if state.cpu_limit_backend:
         notes.append(f"cpu limit via {state.cpu_limit_backend}")
     return notes
@@ -282,14 +286,18 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             ledger.add_temp_dir(work)
         started = time.time()
         cpu_before = _cpu_snapshot(state)
+        sampler = RssSampler({p.name: p.pid for p in state.processes}).start()
         try:
             run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
                              ledger=ledger)
+            rss_samples = sampler.stop()  # the load is over: later samples would be of the idle lab
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
                 _wait_for_span_export(state)
         except KeyboardInterrupt:
             raise Interrupted("lab probe interrupted; nothing stored for this run") from None
+        finally:
+            sampler.stop()
         cpu_after = _cpu_snapshot(state)
         cpu_window_s = time.time() - started
         fraction, errors, total = error_fraction(result)
@@ -299,7 +307,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             raise RunFailed(f"lab probe: {errors} of {total} requests failed (codes {codes}) against {url}, above "
                             f"max_error_fraction {settings.max_error_fraction:g}; nothing stored")
         spans_after = collector_spans(state)
-        cpu, memory = _usage(state, run, cpu_before, cpu_after)
+        cpu, memory = _usage(state, run, cpu_before, cpu_after, rss_samples)
         achieved = float(result.get("ActualQPS") or 0.0)
         saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
         spec = state.spec
