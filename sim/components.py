@@ -7,6 +7,8 @@ the measurement manifests: ``client/sidecar``, ``<service>/app``, ``<service>/si
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -88,8 +90,11 @@ class ProxyInstance:
             return 0.0
         return self.held_area / (self.window[1] - self.window[0])
 
-    def memory_mb(self) -> float:
-        return self.model.memory.resident_mb(self.connections, self.in_flight, self.features_mb)
+    def memory_mb(self, nominal_connections: bool = False) -> float:
+        """Resident memory. ``nominal_connections``: the load's connection ids only spread requests over workers (an
+        open load's 1000 by default), so the connections really held are those the concurrency needs (below)."""
+        held = pooled_connections(self.connections, self.in_flight) if nominal_connections else self.connections
+        return self.model.memory.resident_mb(held, self.in_flight, self.features_mb)
 
     def worker_for(self, conn: int) -> int | None:
         """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash or round robin)."""
@@ -176,6 +181,23 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
         uniform=streams.uniforms(f"{instance}:sampling"),
         features_mb=sum(f.memory_mb for f in features),
     )
+
+
+def pooled_connections(seen: int, in_flight: float) -> int:
+    """Connections an HTTP/1.1 pool grows to under an open load: one per concurrent request, up to the peak the
+    run reaches. Requests held in a proxy form an M/G/inf occupancy, Poisson with mean ``in_flight``; its 99.9th
+    percentile stands for the peak (normal approximation above 50). Never more than the ids seen."""
+    if in_flight <= 0:
+        return min(seen, 1)
+    if in_flight > 50:
+        return min(seen, math.ceil(in_flight + 3.09 * math.sqrt(in_flight)))
+    k, term = 0, math.exp(-in_flight)
+    cumulative = term
+    while cumulative < 0.999:
+        k += 1
+        term *= in_flight / k
+        cumulative += term
+    return min(seen, max(k, 1))
 
 
 @dataclass

@@ -158,6 +158,7 @@ def time_breakdown(system: System, requests: int) -> dict[str, float]:
 
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
     usage: dict[str, ComponentUsage] = {}
+    open_load = isinstance(system.workload.load, OpenLoad)  # its connection ids are nominal (memory counts the pool)
     for component, station, proxy in system.stations():
         u = usage.setdefault(component, ComponentUsage())
         busy = sum(station.busy)
@@ -174,7 +175,7 @@ def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
         u.hottest = max(u.hottest, hottest)
         if proxy is not None:
             u.cpu_seconds += proxy.model.idle_cores * window  # background work of the process, traffic or not
-            u.memory_mb = max(u.memory_mb, proxy.memory_mb())
+            u.memory_mb = max(u.memory_mb, proxy.memory_mb(nominal_connections=open_load))
             u.in_flight += proxy.in_flight
             u.holds += proxy.holds
             u.held_seconds += proxy.held_seconds

@@ -320,3 +320,16 @@ def test_meshsim_fit_writes_the_fitted_memory_block(tmp_path) -> None:
     memory = load_mesh(str(tmp_path / "m.yaml")).proxy.memory
     assert (memory.base_mb, memory.per_connection_mb, memory.per_in_flight_mb) == pytest.approx((50, 0.1, 0.5),
                                                                                                 abs=0.01)
+
+
+def test_an_open_load_holds_the_connections_its_concurrency_needs() -> None:
+    """The open load's 1000 connection ids only spread requests over workers: memory counts the pool an HTTP/1.1
+    client grows to (the 99.9th percentile of the Poisson occupancy), never more than the ids seen."""
+    from scipy import stats
+
+    from meshsim.sim.components import pooled_connections
+
+    for mean in (0.01, 0.5, 3.0, 20.0, 49.0):
+        assert pooled_connections(1000, mean) == max(1, int(stats.poisson.ppf(0.999, mean)))
+    assert abs(pooled_connections(10_000, 400.0) - stats.poisson.ppf(0.999, 400.0)) <= 2  # normal approximation
+    assert pooled_connections(8, 20.0) == 8 and pooled_connections(0, 0.0) == 0
