@@ -114,7 +114,12 @@ def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, reque
         key, name = hop_key(topo), topo.name
         say(f"simulating {run.id} with the {key} hop at zero (the known parts of its latency)")
         known = simulate_baseline(with_hop(topo, key, Deterministic(0.0)), run, requests, seed)
-        targets.append(target_of(run, known))
+        target = target_of(run, known)
+        if float(np.median(known)) >= target.values_s[0]:
+            raise MeshsimError(f"the {key} hop of topology {name!r} is not identified by {run.id}: the topology's "
+                               f"other parts alone (client, kernel, app) take {np.median(known) * 1e3:.3f} ms at "
+                               f"p50, the run {target.values_s[0] * 1e3:.3f} ms: the topology does not describe it")
+        targets.append(target)
     say(f"fitting the {key} hop of {name} to p50..p{100 * max(max(t.probs) for t in targets):g} of "
         f"{len(targets)} baseline runs")
     return NetworkHopFit(name, key, fit_stall_hop(targets), tuple(r.id for r in chosen))
