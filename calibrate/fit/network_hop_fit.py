@@ -30,6 +30,9 @@ from meshsim.topology import Topology
 
 HOPS_PER_REQUEST = 2  # request and response, client <-> entry service
 MIN_REQUESTS = 1000  # p99.9 needs a run of at least a thousand requests
+# A hop that misses the percentiles by more than 10 % on average is not written: the rest of the topology (client,
+# app, kernel, wake-ups) does not describe the runs, and the hop would only carry that mismatch
+MAX_RMS_LOG_RESIDUAL = 0.10
 
 
 def hop_key(topology: Topology) -> str:
@@ -122,4 +125,9 @@ def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, reque
         targets.append(target)
     say(f"fitting the {key} hop of {name} to p50..p{100 * max(max(t.probs) for t in targets):g} of "
         f"{len(targets)} baseline runs")
-    return NetworkHopFit(name, key, fit_stall_hop(targets), tuple(r.id for r in chosen))
+    fitted = fit_stall_hop(targets)
+    if fitted.rms_log_residual > MAX_RMS_LOG_RESIDUAL:
+        raise MeshsimError(f"the {key} hop of topology {name!r} misses the runs' percentiles by "
+                           f"{100 * fitted.rms_log_residual:.0f} % (rms of log errors): the topology's other parts "
+                           "do not describe these runs")
+    return NetworkHopFit(name, key, fitted, tuple(r.id for r in chosen))
