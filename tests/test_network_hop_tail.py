@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from meshsim.calibrate.fit.network_hop_fit import hop_key
 from meshsim.calibrate.fit.observations import from_result
@@ -174,3 +175,26 @@ def test_hostile_pareto_stall_from_the_cli_exits_2(tmp_path: Path, capsys: pytes
     code = main(["predict", "--topology", str(path), "--mesh", "none", "--scope", "none", "--rps", "100"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "alpha" in err and "Traceback" not in err, err
+
+
+HOSTILE_NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-10**30, max_value=10**30),
+    st.sampled_from([0, -1, 2, 2.0000001, 1e-300, 1e300, "1", "nan", None, True, [], {}]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.fixed_dictionaries(
+    {"family": st.just("pareto_stall"), "probability": HOSTILE_NUMBERS, "scale_ms": HOSTILE_NUMBERS,
+     "alpha": HOSTILE_NUMBERS},
+    optional={"body": st.one_of(HOSTILE_NUMBERS, st.fixed_dictionaries(
+        {"family": st.sampled_from(["lognormal", "gamma", "pareto_stall", "nope"]), "median_ms": HOSTILE_NUMBERS,
+         "sigma": HOSTILE_NUMBERS, "shape": HOSTILE_NUMBERS, "scale_ms": HOSTILE_NUMBERS})),
+        "shift_ms": HOSTILE_NUMBERS}))
+def test_any_pareto_stall_spec_is_a_finite_distribution_or_one_line(spec: dict) -> None:
+    try:
+        dist = parse_distribution(spec, "network.cross_node")
+    except MeshsimError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("network.cross_node")
+        return
+    assert math.isfinite(dist.mean) and math.isfinite(dist.variance) and dist.cv <= 100
+    assert np.all(np.isfinite(dist.sample(np.random.default_rng(0), 1000)))
