@@ -282,10 +282,27 @@ def _network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str],
     except MeshsimError as exc:
         notes.append(f"network hop not fitted: {exc}")
         return
+    rows = fitted.fit.summary()["measured_vs_fitted_ms"]
+    tails = "; ".join(f"{run} p99 {r['p99'][0]:.3f}/{r['p99'][1]:.3f}, p99.9 {r['p99.9'][0]:.3f}/{r['p99.9'][1]:.3f}"
+                      for run, r in rows.items() if "p99" in r and "p99.9" in r)
+    notes.append(f"network hop: {fitted.key} of topology {fitted.topology!r} fitted as "
+                 f"{', '.join(f'{k} {v:.4g}' for k, v in _flat_numbers(fitted.spec()).items())} "
+                 f"(measured/fitted ms: {tails or 'runs too short for p99.9'}) -> calibration.network_hop")
     model["calibration"]["network_hop"] = {
         "topology": fitted.topology, "hop": fitted.key, "distribution": fitted.spec(),
         "source": f"replace network.{fitted.key} of topology {fitted.topology!r} with this distribution to predict "
                   "these runs' tails (the fitted passes already hold their own loopback hops)"}
+
+
+def _flat_numbers(spec: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numbers of a distribution spec, nested keys joined by dots (body.median_ms), for a one-line note."""
+    out: dict[str, float] = {}
+    for key, value in spec.items():
+        if isinstance(value, Mapping) and key != "fit":
+            out.update(_flat_numbers(value, f"{prefix}{key}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"{prefix}{key}"] = float(value)
+    return out
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,

@@ -330,6 +330,12 @@ class ParetoStall(Distribution):
     scale: float
     alpha: float
 
+    def __post_init__(self) -> None:
+        # specs are checked with messages naming their keys (meshsim.distribution_spec); this guards direct use
+        if not (0.0 <= self.p <= 1.0 and self.scale > 0.0 and self.alpha > 2.0):
+            raise ValueError(f"ParetoStall needs 0 <= p <= 1, scale > 0 and alpha > 2 (finite variance), got "
+                             f"p={self.p}, scale={self.scale}, alpha={self.alpha}")
+
     @property
     def stall_mean(self) -> float:
         return self.scale / (self.alpha - 1)

@@ -20,9 +20,9 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.stall_fit import HopFit, QuantileTarget, fit_stall_hop, log_quantile_se, usable_probs
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.catalog import load_topology
-from meshsim.distribution_spec import spec_with_meta
+from meshsim.distribution_spec import parse_distribution, spec_with_meta
 from meshsim.distributions import Deterministic, Distribution
-from meshsim.errors import MeshsimError
+from meshsim.errors import MeshsimError, ModelError
 from meshsim.fortio_warmup import checked_version
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
@@ -130,4 +130,9 @@ def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, reque
         raise MeshsimError(f"the {key} hop of topology {name!r} misses the runs' percentiles by "
                            f"{100 * fitted.rms_log_residual:.0f} % (rms of log errors): the topology's other parts "
                            "do not describe these runs")
-    return NetworkHopFit(name, key, fitted, tuple(r.id for r in chosen))
+    out = NetworkHopFit(name, key, fitted, tuple(r.id for r in chosen))
+    try:  # what is written must load: the spec's bounds (cv <= 100, ...) hold for the fitted hop too
+        parse_distribution(out.spec(), f"calibration.network_hop ({key} of {name})")
+    except ModelError as exc:
+        raise MeshsimError(f"the fitted hop is outside the model's bounds: {exc}") from None
+    return out

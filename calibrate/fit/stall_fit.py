@@ -82,9 +82,10 @@ class _Model:
 
     def hop(self, theta: np.ndarray) -> ParetoStall:
         mu, sigma = theta[0], math.exp(min(theta[1], 1.5))
-        p = STALL_MAX_PROBABILITY * float(special.expit(theta[2]))
-        scale = math.exp(min(theta[3], 0.0))
-        alpha = min(STALL_MIN_ALPHA + math.exp(min(theta[4], 4.0)), STALL_MAX_ALPHA)
+        # floors keep every candidate a valid ParetoStall (p > 0, scale > 0, alpha > 2) however far the optimiser goes
+        p = max(STALL_MAX_PROBABILITY * float(special.expit(theta[2])), 1e-9)
+        scale = max(math.exp(min(theta[3], 0.0)), 1e-12)
+        alpha = min(STALL_MIN_ALPHA + max(math.exp(min(theta[4], 4.0)), 1e-6), STALL_MAX_ALPHA)
         return ParetoStall(LogNormal(mu, sigma), p, scale, alpha)
 
     def hop_spectrum(self, hop: ParetoStall) -> np.ndarray:
