@@ -156,12 +156,14 @@ def fit_runs(
     description: str | None = None,
     refine: bool = False,
     check: bool = False,
+    network_hop: bool = True,
 ) -> FitSummary:
     """Fit a mesh model from run folders; writes ``out`` (atomically) unless it is None.
 
     ``refine``: afterwards move the pass shifts until the simulator, driven by the runs' own fortio workload,
     reproduces their means (simulation-based refinement). ``check``: simulate every run with the written model
-    and report measured vs simulated p50/p90/p99 in the summary.
+    and report measured vs simulated p50/p90/p99 in the summary. ``network_hop``: fit the baseline runs' topology's
+    client <-> entry hop (heavy-tailed, from p50..p99.9) into ``calibration.network_hop``.
     """
     say = progress or (lambda _m: None)
     batch = load_runs(run_dirs, progress=say)
@@ -185,6 +187,8 @@ def fit_runs(
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
     _held_fraction(model, usable, summary.notes, say)
+    if network_hop:
+        _network_hop(model, usable, summary.notes, say)
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
@@ -264,6 +268,41 @@ def _held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str
     with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
         fit = fit_held_fraction(model, usable, Path(work), progress=say)
     apply_held_fraction(model, fit, notes)
+
+
+def _network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+    """``calibration.network_hop``: the hop of the baseline runs' (shipped) topology that makes its simulated baseline
+    reproduce their percentiles up to p99.9; a topology that does not describe the runs is noted, not fatal."""
+    from meshsim.calibrate.fit.network_hop_fit import baseline_runs_for_hop, fit_network_hop
+
+    if not baseline_runs_for_hop(usable):
+        return
+    try:
+        fitted = fit_network_hop(usable, progress=say)
+    except MeshsimError as exc:
+        notes.append(f"network hop not fitted: {exc}")
+        return
+    rows = fitted.fit.summary()["measured_vs_fitted_ms"]
+    tails = "; ".join(f"{run} p99 {r['p99'][0]:.3f}/{r['p99'][1]:.3f}, p99.9 {r['p99.9'][0]:.3f}/{r['p99.9'][1]:.3f}"
+                      for run, r in rows.items() if "p99" in r and "p99.9" in r)
+    notes.append(f"network hop: {fitted.key} of topology {fitted.topology!r} fitted as "
+                 f"{', '.join(f'{k} {v:.4g}' for k, v in _flat_numbers(fitted.spec()).items())} "
+                 f"(measured/fitted ms: {tails or 'runs too short for p99.9'}) -> calibration.network_hop")
+    model["calibration"]["network_hop"] = {
+        "topology": fitted.topology, "hop": fitted.key, "distribution": fitted.spec(),
+        "source": f"replace network.{fitted.key} of topology {fitted.topology!r} with this distribution to predict "
+                  "these runs' tails (the fitted passes already hold their own loopback hops)"}
+
+
+def _flat_numbers(spec: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numbers of a distribution spec, nested keys joined by dots (body.median_ms), for a one-line note."""
+    out: dict[str, float] = {}
+    for key, value in spec.items():
+        if isinstance(value, Mapping) and key != "fit":
+            out.update(_flat_numbers(value, f"{prefix}{key}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"{prefix}{key}"] = float(value)
+    return out
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,

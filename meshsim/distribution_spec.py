@@ -6,8 +6,9 @@ import math
 from typing import Any, Literal, Mapping, Sequence, overload
 
 from meshsim.distributions import (MS, Deterministic, Distribution, Empirical, Exponential, Gamma, LogNormal,
-                                   Mixture, Shifted, Sum, Uniform, Weibull)
+                                   Mixture, ParetoStall, Shifted, Sum, Uniform, Weibull)
 from meshsim.errors import ModelError
+from meshsim.limits import STALL_MAX_ALPHA, STALL_MAX_PROBABILITY, STALL_MIN_ALPHA
 from meshsim.yamlio import Section
 
 _META_KEYS = ("source", "fit", "note")
@@ -106,6 +107,33 @@ def _sum(spec: Mapping[str, Any], where: str) -> Distribution:
     return Sum(tuple(parse_distribution(p, f"{where}.parts[{i}]") for i, p in enumerate(parts)))
 
 
+_STALL_KEYS = ("family", "body", "probability", "scale_ms", "alpha", "shift_ms", *_META_KEYS)
+
+
+def _pareto_stall(spec: Mapping[str, Any], where: str) -> Distribution:
+    """A body plus, with ``probability``, a Lomax stall (scale_ms, alpha): alpha in (2, 50] keeps the variance finite,
+    and the whole hop's cv stays within the bound of every other family."""
+    unknown = sorted(str(k) for k in spec if k not in _STALL_KEYS)
+    if unknown:
+        raise ModelError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(_STALL_KEYS[1:5])})")
+    if not isinstance(spec.get("body"), Mapping):
+        raise ModelError(f"{where}.body: expected the distribution of an unstalled hop (a mapping with 'family')")
+    body = parse_distribution(spec["body"], f"{where}.body")
+    p = _number(spec, "probability", where)
+    if p > STALL_MAX_PROBABILITY:
+        raise ModelError(f"{where}.probability: must be <= {STALL_MAX_PROBABILITY:g} (a stall is the exception), "
+                         f"got {p:g}")
+    alpha = _number(spec, "alpha", where)
+    if not STALL_MIN_ALPHA < alpha <= STALL_MAX_ALPHA:
+        raise ModelError(f"{where}.alpha: must be in ({STALL_MIN_ALPHA:g}, {STALL_MAX_ALPHA:g}] (alpha <= 2: the "
+                         f"stall's variance is infinite), got {alpha:g}")
+    dist = ParetoStall(body, p, _number(spec, "scale_ms", where) * MS, alpha)
+    if not math.isfinite(dist.variance) or dist.cv > BOUNDS["cv"]:
+        raise ModelError(f"{where}: cv {dist.cv:.4g} exceeds {BOUNDS['cv']:g} (alpha {alpha:g} too close to 2 for "
+                         f"probability {p:g})")
+    return dist
+
+
 _FAMILIES = {
     "deterministic": lambda s, w: Deterministic(_number(s, "value_ms", w, allow_zero=True) * MS),
     "exponential": lambda s, w: Exponential(_number(s, "mean_ms", w) * MS),
@@ -116,6 +144,7 @@ _FAMILIES = {
     "mixture": _mixture,
     "empirical": _empirical,
     "sum": _sum,
+    "pareto_stall": _pareto_stall,
 }
 FAMILIES = tuple(_FAMILIES)
 

@@ -45,3 +45,11 @@ def check_finite(field: str, value: float, *, low: float | None = None, high: fl
     if high is not None and value > high:
         raise FieldError(field, f"must be <= {high:g}, got {value:g}")
     return float(value)
+
+# A network hop's Pareto stall (meshsim.distributions.ParetoStall): its tail exponent alpha must exceed 2, or the
+# stall's variance is infinite and no confidence interval of a mean or a percentile converges; above 50 the Lomax is
+# an exponential for every practical purpose (a stall that is not heavy-tailed needs no Pareto).
+STALL_MIN_ALPHA = 2.0  # exclusive
+STALL_MAX_ALPHA = 50.0
+# A stall is the exception on a hop, not its normal path: at most half of the packets stall (fitted hops: < 1 %).
+STALL_MAX_PROBABILITY = 0.5

@@ -144,6 +144,16 @@ class Topology:
         services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
         return replace(self, services=services)
 
+    def on_one_host(self, cores: float) -> "Topology":
+        """The lab: the client, every app and every proxy on one machine sharing its cores.
+
+        Every CPU consumer of the topology lands on that host: app computes, proxy passes, the load generator's
+        ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
+        the host as one burst). The topology's own node declarations (``single``: client and server apart) give
+        way."""
+        services = {name: replace(svc, node="host") for name, svc in self.services.items()}
+        return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores})
+
 
 # ---------------------------------------------------------------------------------------------------------------
 

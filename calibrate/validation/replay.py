@@ -178,14 +178,8 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
 
 
 def on_one_host(topology: Topology, cores: float) -> Topology:
-    """The lab: the client, every app and every proxy on one machine sharing its cores.
-
-    Every CPU consumer of the topology lands on that host: app computes, proxy passes, the load generator's
-    ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
-    the host as one burst). The topology's own node declarations (``single``: client and server apart) give way."""
-    services = {name: dc_replace(svc, node="host") for name, svc in topology.services.items()}
-    return dc_replace(topology, services=services, client=dc_replace(topology.client, node="host"),
-                      node_cores={"host": cores})
+    """The lab: every process on one machine sharing its cores (:meth:`meshsim.topology.Topology.on_one_host`)."""
+    return topology.on_one_host(cores)
 
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
