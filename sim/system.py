@@ -9,7 +9,8 @@ way; Envoy's request and response passes of one connection land on the same work
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generator
+from itertools import repeat
+from typing import Callable, Generator
 
 import simpy
 
@@ -145,8 +146,11 @@ class System:
         cpu = topo.client.cpu_per_call
         self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
         kernel = topo.network.kernel_cpu
-        self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop) if kernel else None
-        self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb) if kernel else None
+        self.kernel_per_hop: Callable[[], float] | None = None
+        self.kernel_per_kb: Callable[[], float] = _constant(0.0)
+        if kernel is not None:
+            self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop)
+            self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb)
         return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
 
     def _on_node(self, node: str, start: float, work: float) -> float:
@@ -158,21 +162,23 @@ class System:
         """``pending`` after a one-way hop: the network's latency, plus the time the kernel's sending and
         receiving work waits for and uses a core of the sender's and the receiver's node."""
         latency = self.net.loopback() if loopback else self.net.hop(src, dst, nbytes)
-        if self.kernel_per_hop is None:
+        per_hop = self.kernel_per_hop
+        if per_hop is None:
             return pending + latency
-        assert self.kernel_per_kb is not None
-        cpu = self.kernel_per_hop() + self.kernel_per_kb() * nbytes / 1024.0
+        cpu = per_hop() + self.kernel_per_kb() * nbytes / 1024.0
         now = self.env.now
         t = now + pending
-        cores = self.node_cpu.get(src)
+        node_cpu = self.node_cpu
+        cores = node_cpu.get(src)
         if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
             after = (t + cpu if cores is None else cores.run(t, cpu)) + latency - now
         else:
             half = 0.5 * cpu
             t = (t + half if cores is None else cores.run(t, half)) + latency
-            cores = self.node_cpu.get(dst)
+            cores = node_cpu.get(dst)
             after = (t + half if cores is None else cores.run(t, half)) - now
-        self._count_host_cpu(after - pending - latency)
+        if self.net.recording:  # time a request spent in CPU that belongs to no station (here the kernel)
+            self.host_cpu_time += after - pending - latency
         return after
 
     def _count_host_cpu(self, seconds: float) -> None:
@@ -345,8 +351,11 @@ class System:
 
 
 def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:
-    """A sampler, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
+    """A sampler's draw, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
     if isinstance(dist, Deterministic):
-        value = max(dist.value, 0.0)
-        return lambda: value
-    return streams.sampler(name, dist)
+        return _constant(max(dist.value, 0.0))
+    return streams.sampler(name, dist).draw
+
+
+def _constant(value: float) -> Callable[[], float]:
+    return repeat(value).__next__
