@@ -17,7 +17,7 @@ import simpy
 from meshsim.distributions import Deterministic, Distribution
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel, Service, Topology
+from meshsim.topology import Call, Choose, Parallel, Service, Topology
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
@@ -32,6 +32,16 @@ class Caller:
     name: str
     node: str
     outbound: ProxyInstance | None
+
+
+@dataclass
+class Route:
+    """A call from one caller to one service: the callee, its central LB (or None), the balancer, the replicas."""
+
+    service: Service
+    lb: ProxyInstance | None
+    balancer: Balancer
+    replicas: list[AppReplica]
 
 
 class System:
@@ -72,6 +82,7 @@ class System:
         self.client_policy = mesh.client_lb_policy if scenario.meshed or mesh.proxy is None else "random"
         self.client_balancers: dict[tuple[str, str], Balancer] = {}
         self.choosers: dict[str, Sampler] = {}
+        self.routes: dict[tuple[str, str], Route] = {}
         self.client_overhead = (streams.sampler("client:overhead", topo.client.overhead)
                                 if topo.client.overhead is not None else None)
         self.edges = [(hop, streams.sampler(f"edge:{hop.name}:latency", hop.latency),
@@ -230,7 +241,7 @@ class System:
         if self.client_cpu_per_call is not None:  # fortio's CPU per call, before the request leaves
             now = self.env.now
             before = pending
-            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call()) - now
+            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call.draw()) - now
             self._count_host_cpu(pending - before)
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
@@ -248,17 +259,27 @@ class System:
             yield self.env.timeout(back)
         self.in_system -= 1
 
+    def _route(self, caller: Caller, target: str) -> Route:
+        """The parts of a call from ``caller`` to ``target`` that do not change from call to call."""
+        route = self.routes.get((caller.name, target))
+        if route is None:
+            lb = self.lbs.get(target)
+            balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
+            route = self.routes[(caller.name, target)] = Route(self.scenario.topology.services[target], lb, balancer,
+                                                               self.apps[target])
+        return route
+
     def call(self, caller: Caller, target: str, conn: int, pending: float) -> Process:
         env, net = self.env, self.net
-        svc = self.scenario.topology.services[target]
-        lb = self.lbs.get(target)
-        balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
+        timeout = env.timeout
+        route = self._route(caller, target)
+        svc, lb, balancer = route.service, route.lb, route.balancer
         index = balancer.start()
-        replica = self.apps[target][index]
-        inbound = replica.sidecar if (replica.sidecar is not None) else None
+        replica = route.replicas[index]
+        inbound = replica.sidecar
         out = caller.outbound
-        meshed_hop = out is not None or inbound is not None
-        req_bytes = svc.request_bytes + (self.header_bytes if meshed_hop else 0)
+        node = replica.node
+        req_bytes = svc.request_bytes + (self.header_bytes if out is not None or inbound is not None else 0)
         resp_bytes = svc.response_bytes
         sent = env.now + pending
         new_session = False
@@ -269,59 +290,67 @@ class System:
                 new_session = True
         # request direction
         if out is not None:
-            pending = self._hop(pending, caller.node, out.node, req_bytes, loopback=out.node == caller.node)
+            pending = self._hop(pending, caller.node, out.node, req_bytes, out.node == caller.node)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
+                yield timeout(pending)
+            now = env.now
+            pending = out.pass_(now, "outbound_request", conn, req_bytes, handshake=new_session) - now
         src = out.node if out is not None else caller.node
         if lb is not None:
             pending = self._hop(pending, src, lb.node, req_bytes)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
+                yield timeout(pending)
+            now = env.now
+            pending = lb.pass_(now, "request", conn, req_bytes) - now
             src = lb.node
-        pending = self._hop(pending, src, replica.node, req_bytes)
+        pending = self._hop(pending, src, node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
-            pending += net.round_trip(src, replica.node) * inbound.handshake_round_trips
+            pending += net.round_trip(src, node) * inbound.handshake_round_trips
         if inbound is not None:
             if pending > 0:
-                yield env.timeout(pending)
-            pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
-            pending = self._hop(pending, replica.node, replica.node, req_bytes, loopback=True)
+                yield timeout(pending)
+            now = env.now
+            pending = inbound.pass_(now, "inbound_request", conn, req_bytes, handshake=new_session) - now
+            pending = self._hop(pending, node, node, req_bytes, True)
         yield from self.handle(replica, conn, pending)
         # response direction (the app has just sent its response; env.now is that time)
         pending = 0.0
         if inbound is not None:
-            pending = self._hop(0.0, replica.node, replica.node, resp_bytes, loopback=True)
+            pending = self._hop(0.0, node, node, resp_bytes, True)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
+                yield timeout(pending)
+            now = env.now
+            pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
         if lb is not None:
-            pending = self._hop(pending, replica.node, lb.node, resp_bytes)
+            pending = self._hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
+                yield timeout(pending)
+            now = env.now
+            pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
             pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
-            pending = self._hop(pending, replica.node, src, resp_bytes)
+            pending = self._hop(pending, node, src, resp_bytes)
         if out is not None:
             if pending > 0:
-                yield env.timeout(pending)
-            pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
-            pending = self._hop(pending, out.node, caller.node, resp_bytes, loopback=out.node == caller.node)
+                yield timeout(pending)
+            now = env.now
+            pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
+            pending = self._hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
-            yield env.timeout(pending)
+            yield timeout(pending)
         balancer.done(index, env.now - sent)
 
     def handle(self, replica: AppReplica, conn: int, pending: float) -> Process:
         """Run the service's handler; returns when the app sends its response."""
         env = self.env
         me = self.callers[replica.instance]
+        computes = replica.computes
         for i, step in enumerate(replica.service.handler):
-            if isinstance(step, Compute):
+            if i in computes:  # a Compute step
                 if pending > 0:
                     yield env.timeout(pending)
-                pending = replica.station.serve(env.now, replica.computes[i]()) - env.now
+                now = env.now
+                pending = replica.station.serve(now, computes[i].draw()) - now
             elif isinstance(step, Call):
                 yield from self.call(me, step.service, conn, pending)
                 pending = 0.0
