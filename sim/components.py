@@ -80,8 +80,8 @@ class ProxyInstance:
     def post_work(self) -> float:
         work = 0.0
         for sampler, sampling in self.post:
-            if sampling >= 1.0 or self.uniform() < sampling:
-                work += sampler()
+            if sampling >= 1.0 or self.uniform.draw() < sampling:
+                work += sampler.draw()
         return work
 
     def pass_(self, now: float, kind: str, conn: int, nbytes: int, *, last: bool = False,

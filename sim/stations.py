@@ -99,11 +99,11 @@ class NodeCores:
             return start
         if self.slowdown != 1.0:
             work *= self.slowdown
+        last = self.last
         core = 0
-        for last in self.last:  # the usual case: a core is idle from `start` on (the first such core takes it)
-            if last <= start:
-                end = start + work
-                self.last[core] = end
+        for end in last:  # the usual case: a core is idle from `start` on (the first such core takes it)
+            if end <= start:
+                end = last[core] = start + work
                 ends = self.ends[core]
                 if len(ends) >= PRUNE_AT:
                     self._trim(core)
@@ -159,6 +159,10 @@ def _earliest_gap(starts: list[float], ends: list[float], t: float, i: int, work
     return t, i
 
 
+def _no_draw() -> float:
+    raise AssertionError("a station without a wakeup draws no wake-ups")
+
+
 @dataclass
 class Station:
     """A service centre with ``servers`` workers; ``pinned`` gives each worker its own FIFO queue."""
@@ -186,6 +190,8 @@ class Station:
     def __post_init__(self) -> None:
         if self.wakeup is not None and self.wake_draw is None:
             raise ValueError(f"station {self.name}: a wakeup needs a wake_draw stream (uniform draws)")
+        # the draw step itself (a Sampler's, without its Python call) when the stream is a Sampler
+        self._wake_next: Callable[[], float] = getattr(self.wake_draw, "draw", self.wake_draw) or _no_draw
         # Workers start idle at t = 0 (the process just started): the first job pays the wake-up of its idle gap.
         self.free_at = [0.0] * self.servers
         self.busy = [0.0] * self.servers
@@ -223,7 +229,7 @@ class Station:
         wake = self.wakeup
         if wake is not None and free < now:
             wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
-            if self._draw() < wake.probability(now - free):
+            if self._wake_next() < wake.probability(now - free):
                 wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
                 wake_cpu += wake.cpu  # the cold start itself runs on the worker
                 if recording:
@@ -250,10 +256,6 @@ class Station:
                 self.worked += work
                 self.cpu_waited += finish - start - work - wake_cpu
         return finish
-
-    def _draw(self) -> float:
-        assert self.wake_draw is not None  # checked in __post_init__
-        return self.wake_draw()
 
     def _run(self, start: float, work: float) -> float:
         """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""

@@ -5,11 +5,12 @@
 Prints the wall time, the number of replications and requests, simulated requests per wall second, and the p99's
 95 % CI half-width relative to p99 -- the figures quoted in the README.
 
-    .venv/bin/python tests/bench_predict.py --reference CHECKOUT [--rounds 7] [--case chain3:3500 ...]
+    .venv/bin/python tests/bench_predict.py --reference CHECKOUT [--reference ...] [--rounds 5]
+        [--case chain3:3500 ...]
 
 compares this tree with another checkout of meshsim (installed in its own ``CHECKOUT/.venv``, e.g.
 ``git worktree add /tmp/ref REV && python3 -m venv /tmp/ref/.venv && /tmp/ref/.venv/bin/pip install -e /tmp/ref``).
-Each round runs every case once in each tree, alternating which goes first, in fresh processes: the engine alone
+Each round runs every case once in each tree, rotating which goes first, in fresh processes: the engine alone
 (``--replications`` replications of the case in one process, seeds 0..n-1, CPU seconds: on a shared machine CPU
 time is steadier than wall time) and the default prediction (all cores, wall seconds). It prints the medians and
 the ratio reference / this tree (above 1: this tree is faster).
@@ -57,31 +58,38 @@ def _child(python: str, case: str, mesh: str, replications: int) -> dict[str, fl
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def compare(reference: Path, cases: list[str], mesh: str, rounds: int, replications: int) -> None:
-    ref_python = reference / ".venv" / "bin" / "python"
-    if not ref_python.exists():
-        sys.exit(f"--reference: {ref_python} not found (install the checkout in its own .venv)")
-    trees = {"this": sys.executable, "reference": str(ref_python)}
+def compare(references: list[Path], cases: list[str], mesh: str, rounds: int, replications: int) -> None:
+    trees = {"this": sys.executable}
+    for ref in references:
+        python = ref / ".venv" / "bin" / "python"
+        if not python.exists():
+            sys.exit(f"--reference: {python} not found (install the checkout in its own .venv)")
+        trees[str(ref)] = str(python)
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     for i in range(rounds):
         for case in cases:
-            order = list(trees) if i % 2 == 0 else list(reversed(trees))
+            order = list(trees)[i % len(trees):] + list(trees)[:i % len(trees)]  # rotate who goes first
             for tree in order:
-                runs.setdefault((case, tree), []).append(_child(trees[tree], case, mesh, replications))
-        print(f"round {i + 1}/{rounds} done", file=sys.stderr)
-    print(f"{os.cpu_count()} cores, {rounds} rounds, mesh {mesh}; medians; ratio = reference / this tree")
-    print(f"{'case':<14} {'engine CPU s (this / ref)':>26} {'ratio':>6} {'predict wall s (this / ref)':>28} "
-          f"{'ratio':>6}  replications (this / ref)")
-    for case in cases:
-        this, ref = runs[(case, "this")], runs[(case, "reference")]
+                r = runs.setdefault((case, tree), [])
+                r.append(_child(trees[tree], case, mesh, replications))
+                print(f"round {i + 1} {case} {tree}: {json.dumps(r[-1])}", file=sys.stderr, flush=True)
+    print(f"{os.cpu_count()} cores, {rounds} rounds, mesh {mesh}, engine = {replications} replications in one "
+          "process (CPU s), predict = the default prediction (wall s); medians; ratio = reference / this tree")
+    for ref in trees:
+        if ref == "this":
+            continue
+        print(f"reference {ref}")
+        for case in cases:
+            this, other = runs[(case, "this")], runs[(case, ref)]
 
-        def med(rs: list[dict[str, float]], key: str) -> float:
-            return statistics.median(r[key] for r in rs)
+            def med(rs: list[dict[str, float]], key: str) -> float:
+                return statistics.median(r[key] for r in rs)
 
-        e_this, e_ref = med(this, "engine_cpu"), med(ref, "engine_cpu")
-        p_this, p_ref = med(this, "predict_wall"), med(ref, "predict_wall")
-        print(f"{case:<14} {e_this:>12.2f} / {e_ref:<11.2f} {e_ref / e_this:>6.2f} {p_this:>13.2f} / {p_ref:<12.2f} "
-              f"{p_ref / p_this:>6.2f}  {this[0]['predict_replications']:g} / {ref[0]['predict_replications']:g}")
+            e_this, e_ref = med(this, "engine_cpu"), med(other, "engine_cpu")
+            p_this, p_ref = med(this, "predict_wall"), med(other, "predict_wall")
+            print(f"  {case:<13} engine {e_this:.2f} / {e_ref:.2f} s, ratio {e_ref / e_this:.2f}; predict "
+                  f"{p_this:.2f} / {p_ref:.2f} s, ratio {p_ref / p_this:.2f} (replications "
+                  f"{this[0]['predict_replications']:g} / {other[0]['predict_replications']:g})")
 
 
 def single_run(args: argparse.Namespace) -> None:
@@ -106,10 +114,11 @@ def main() -> None:
     ap.add_argument("--mesh", default="istio")
     ap.add_argument("--rps", type=float, default=3500)
     ap.add_argument("--load", default="open")
-    ap.add_argument("--reference", type=Path, help="another checkout to compare with (its own .venv)")
+    ap.add_argument("--reference", type=Path, action="append",
+                    help="another checkout to compare with (its own .venv); may be repeated")
     ap.add_argument("--case", action="append", help="TOPOLOGY:RPS to compare (default: chain3, single, bookinfo)")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--replications", type=int, default=3, help="replications timed for the engine alone")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--replications", type=int, default=2, help="replications timed for the engine alone")
     args = ap.parse_args()
     if args.reference is None:
         single_run(args)
