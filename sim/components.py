@@ -111,25 +111,29 @@ class ProxyInstance:
     def post_work(self) -> float:
         work = 0.0
         for sampler, sampling in self.post:
-            if sampling >= 1.0 or self.uniform() < sampling:
-                work += sampler()
+            if sampling >= 1.0 or self.uniform.draw() < sampling:
+                work += sampler.draw()
         return work
 
     def pass_(self, now: float, kind: str, conn: int, nbytes: int, *, last: bool = False,
               handshake: bool = False) -> float:
         """One pass of a request (or its response) through this proxy; returns when it leaves."""
-        work = self.passes[kind]()
+        work = self.passes[kind].draw()
         if self.per_kb:
             work += self.per_kb * nbytes / 1024.0
         if handshake and self.handshake is not None:
             work += self.handshake()
-        post = self.post_work() if last else 0.0
+        post = self.post_work() if last and self.post else 0.0
         cpu = work * self.model.cpu_fraction
+        worker = self.binding.get(conn)
+        if worker is None:
+            worker = self.worker_for(conn)
+        station = self.station
         # the worker computes `cpu`; the rest of the pass is delay that does not hold it
-        departure = self.station.serve(now, cpu, self.worker_for(conn), post) + (work - cpu)
-        if self.station.recording:
+        departure = station.serve(now, cpu, worker if station.pinned else None, post) + (work - cpu)
+        if station.recording:
             self.delayed += work - cpu
-        if last:
+        if last and self.exports:
             for export in self.exports:
                 if export.sampling >= 1.0 or self.uniform() < export.sampling:
                     export.collector.add_background(departure, export.work())
@@ -242,13 +246,19 @@ class NetworkDelays:
         self._client = streams.sampler("net:client-rtt", network.client_rtt) if network.client_rtt else None
 
     def loopback(self) -> float:
-        return self._add(self._loopback())
+        delay = self._loopback.draw()
+        if self.recording:
+            self.total += delay
+        return delay
 
     def hop(self, src: str, dst: str, nbytes: int) -> float:
         transfer = nbytes * 8.0 / self.bandwidth
         if self._client is not None and self.client_node in (src, dst):
             return self._add(0.5 * self._client() + transfer)
-        return self._add((self._same() if src == dst else self._cross()) + transfer)
+        delay = (self._same.draw() if src == dst else self._cross.draw()) + transfer
+        if self.recording:
+            self.total += delay
+        return delay
 
     def round_trip(self, src: str, dst: str) -> float:
         if self._client is not None and self.client_node in (src, dst):

@@ -81,46 +81,66 @@ class NodeCores:
         n = math.ceil(cores)
         self.slowdown = n / cores
         # per core: the starts and the ends of its booked intervals, sorted (disjoint, so both ascend)
-        self.cores: list[tuple[list[float], list[float]]] = [([], []) for _ in range(n)]
+        self.starts: list[list[float]] = [[] for _ in range(n)]
+        self.ends: list[list[float]] = [[] for _ in range(n)]
+        # per core: when its last booked interval ends (-inf: nothing booked); the idle-core test reads only this
+        self.last = [-math.inf] * n
         # per core: no booking begins before this (the end of intervals forgotten from a long backlog)
         self.floor = [0.0] * n
         self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
+
+    @property
+    def cores(self) -> list[tuple[list[float], list[float]]]:
+        """Per core: (starts, ends) of its booked intervals."""
+        return list(zip(self.starts, self.ends))
 
     def run(self, start: float, work: float) -> float:
         if work <= 0.0:
             return start
         if self.slowdown != 1.0:
             work *= self.slowdown
-        end = start + work
-        for core, (starts, ends) in enumerate(self.cores):  # the usual case: a core is idle from `start` on
-            if not ends or ends[-1] <= start:
+        last = self.last
+        core = 0
+        for end in last:  # the usual case: a core is idle from `start` on (the first such core takes it)
+            if end <= start:
+                end = last[core] = start + work
+                ends = self.ends[core]
                 if len(ends) >= PRUNE_AT:
-                    self._trim(starts, ends, core)
-                starts.append(start)
+                    self._trim(core)
+                self.starts[core].append(start)
                 ends.append(end)
                 return end
+            core += 1
         return self._fit(start, work)
 
     def _fit(self, start: float, work: float) -> float:
         """Every core has work booked past ``start``: the earliest gap that fits on any core."""
         best_begin, best_core, best_index = math.inf, 0, 0
-        for core, (starts, ends) in enumerate(self.cores):
-            floor = self.floor[core]
-            begin, index = _earliest_gap(starts, ends, start if start > floor else floor, work)
-            if begin < best_begin:
-                best_begin, best_core, best_index = begin, core, index
-                if begin <= start:
+        floors, all_starts, all_ends = self.floor, self.starts, self.ends
+        for core in range(len(floors)):
+            floor, starts, ends = floors[core], all_starts[core], all_ends[core]
+            t = start if start > floor else floor
+            index = bisect_right(ends, t)
+            if index < len(starts) and starts[index] - t < work - 1e-15:  # no gap right at t: search on
+                t, index = _earliest_gap(starts, ends, ends[index] if ends[index] > t else t, index + 1, work)
+            if t < best_begin:
+                best_begin, best_core, best_index = t, core, index
+                if t <= start:
                     break
-        starts, ends = self.cores[best_core]
+        starts, ends = all_starts[best_core], all_ends[best_core]
+        end = best_begin + work
+        if best_index == len(ends):
+            self.last[best_core] = end
         starts.insert(best_index, best_begin)
-        ends.insert(best_index, best_begin + work)
+        ends.insert(best_index, end)
         if len(ends) > PRUNE_AT:
-            self._trim(starts, ends, best_core)
-        return best_begin + work
+            self._trim(best_core)
+        return end
 
-    def _trim(self, starts: list[float], ends: list[float], core: int) -> None:
+    def _trim(self, core: int) -> None:
         """Forget intervals that ended before now; of a long backlog (a saturated node) keep only the latest
         PRUNE_AT / 2 and treat the core as busy until the forgotten ones end (bounds the gap search)."""
+        starts, ends = self.starts[core], self.ends[core]
         gone = bisect_right(ends, self.clock())
         if len(ends) - gone > PRUNE_AT // 2:
             gone = len(ends) - PRUNE_AT // 2
@@ -128,15 +148,19 @@ class NodeCores:
         del starts[:gone], ends[:gone]
 
 
-def _earliest_gap(starts: list[float], ends: list[float], t: float, work: float) -> tuple[float, int]:
-    """Earliest begin >= t of a gap of ``work`` between a core's sorted, disjoint intervals, and where it goes."""
-    i = bisect_right(ends, t)
+def _earliest_gap(starts: list[float], ends: list[float], t: float, i: int, work: float) -> tuple[float, int]:
+    """Earliest begin >= t of a gap of ``work`` between a core's sorted, disjoint intervals from the i-th on (the
+    ones before end by t), and where it goes."""
     while i < len(starts):
         if starts[i] - t >= work - 1e-15:
             return t, i
         t = ends[i] if ends[i] > t else t
         i += 1
     return t, i
+
+
+def _no_draw() -> float:
+    raise AssertionError("a station without a wakeup draws no wake-ups")
 
 
 @dataclass
@@ -166,6 +190,8 @@ class Station:
     def __post_init__(self) -> None:
         if self.wakeup is not None and self.wake_draw is None:
             raise ValueError(f"station {self.name}: a wakeup needs a wake_draw stream (uniform draws)")
+        # the draw step itself (a Sampler's, without its Python call) when the stream is a Sampler
+        self._wake_next: Callable[[], float] = getattr(self.wake_draw, "draw", self.wake_draw) or _no_draw
         # Workers start idle at t = 0 (the process just started): the first job pays the wake-up of its idle gap.
         self.free_at = [0.0] * self.servers
         self.busy = [0.0] * self.servers
@@ -187,57 +213,54 @@ class Station:
 
     def serve(self, now: float, work: float, server: int | None = None, post: float = 0.0) -> float:
         """Book a job arriving at ``now``; return when its response leaves (``post`` keeps the worker busy after)."""
-        start, finish, wake = self._book(now, work, server, post)
-        if self.recording:
-            self.waited += start - wake[0] - now
-            self.woke += wake[0] + wake[1]
-            self.worked += work
-            self.cpu_waited += finish - start - work - wake[1]
-        return finish
+        return self._book(now, work, server, post, True)
 
-    def _book(self, now: float, work: float, server: int | None, post: float
-              ) -> tuple[float, float, tuple[float, float]]:
-        """(start, finish, (wake delay, wake CPU)) of a job; the worker stays busy until finish + post."""
+    def _book(self, now: float, work: float, server: int | None, post: float, timed: bool) -> float:
+        """Book a job; the worker stays busy until its finish + ``post``. Returns the finish. While recording, a
+        ``timed`` job (on a request's path) adds where its time went: waiting, waking, working, waiting for CPU.
+        One flat function: it runs on every station visit."""
         if server is None:
             server = 0 if self.servers == 1 else self._pick(now)
         free = self.free_at[server]
-        start = now if free <= now else free
-        if self.idle_gaps is not None and self.recording:
+        recording = self.recording
+        if recording and self.idle_gaps is not None:
             self.idle_gaps.append(now - free if free < now else 0.0)
         wake_delay = wake_cpu = 0.0
         wake = self.wakeup
         if wake is not None and free < now:
             wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
-            if self._draw() < wake.probability(now - free):
+            if self._wake_next() < wake.probability(now - free):
                 wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
                 wake_cpu += wake.cpu  # the cold start itself runs on the worker
-                if self.recording:
+                if recording:
                     self.cold_wakes += 1
-        start += wake_delay
+        start = (now if free <= now else free) + wake_delay
         held = work + wake_cpu
-        if self.quota is None and self.node is None:
-            finish = start + held
-            released = finish + post
-        else:
+        node = self.node
+        if self.quota is not None:
             finish = self._run(start, held)
             released = self._run(finish, post) if post > 0 else finish
+        elif node is not None:
+            finish = node.run(start, held)
+            released = node.run(finish, post) if post > 0 else finish
+        else:
+            finish = start + held
+            released = finish + post
         self.free_at[server] = released
-        if self.recording:
+        if recording:
             self.busy[server] += held + post
             self.jobs += 1
-        return start, finish, (wake_delay, wake_cpu)
-
-    def _draw(self) -> float:
-        assert self.wake_draw is not None  # checked in __post_init__
-        return self.wake_draw()
+            if timed:
+                self.waited += start - wake_delay - now
+                self.woke += wake_delay + wake_cpu
+                self.worked += work
+                self.cpu_waited += finish - start - work - wake_cpu
+        return finish
 
     def _run(self, start: float, work: float) -> float:
         """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""
-        if self.quota is None:
-            assert self.node is not None  # serve() calls this only when one of the two is set
-            return self.node.run(start, work)
         return max(q.run(start, work) for q in (self.quota, self.node) if q is not None)
 
     def add_background(self, now: float, work: float, server: int | None = None) -> None:
         """Work not on any request's path (span export to a collector): busy time, no part of a latency."""
-        self._book(now, 0.0, server, work)
+        self._book(now, 0.0, server, work, False)

@@ -7,6 +7,8 @@ same numbers for it (common random numbers): a difference between them is the ch
 from __future__ import annotations
 
 import zlib
+from itertools import chain
+from typing import Callable
 
 import numpy as np
 
@@ -21,23 +23,26 @@ def stream_rng(seed: int, replication: int, name: str) -> np.random.Generator:
 
 
 class Sampler:
-    """Draws from a distribution in numpy batches and hands out one float at a time (fast in a SimPy loop)."""
+    """Draws from a distribution in numpy batches and hands out one float at a time (fast in a SimPy loop).
 
-    __slots__ = ("_dist", "_rng", "_buf", "_i")
+    Negative draws are clamped to 0 in the batch. ``draw`` is the bare C-level iterator step (no Python frame per
+    value): hot paths bind it once; calling the sampler does the same through one Python call.
+    """
+
+    __slots__ = ("_dist", "_rng", "draw")
 
     def __init__(self, dist: Distribution, rng: np.random.Generator) -> None:
         self._dist = dist
         self._rng = rng
-        self._buf: list[float] = []
-        self._i = 0
+        # chain of batches, each drawn when the previous one is used up: the order of draws is the batches' order
+        self.draw: Callable[[], float] = chain.from_iterable(iter(self._batch, None)).__next__
+
+    def _batch(self) -> list[float]:
+        values = self._dist.sample(self._rng, BATCH)
+        return np.where(values > 0.0, values, 0.0).tolist()
 
     def __call__(self) -> float:
-        if self._i >= len(self._buf):
-            self._buf = self._dist.sample(self._rng, BATCH).tolist()
-            self._i = 0
-        value = self._buf[self._i]
-        self._i += 1
-        return value if value > 0.0 else 0.0
+        return self.draw()
 
 
 class Streams:

@@ -9,14 +9,15 @@ way; Envoy's request and response passes of one connection land on the same work
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generator
+from itertools import repeat
+from typing import Callable, Generator
 
 import simpy
 
 from meshsim.distributions import Deterministic, Distribution
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel, Service, Topology
+from meshsim.topology import Call, Choose, Parallel, Service, Topology
 from meshsim.workload import Workload
 from meshsim.sim.balancing import POLICIES, Balancer
 from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
@@ -31,6 +32,16 @@ class Caller:
     name: str
     node: str
     outbound: ProxyInstance | None
+
+
+@dataclass
+class Route:
+    """A call from one caller to one service: the callee, its central LB (or None), the balancer, the replicas."""
+
+    service: Service
+    lb: ProxyInstance | None
+    balancer: Balancer
+    replicas: list[AppReplica]
 
 
 class System:
@@ -71,6 +82,7 @@ class System:
         self.client_policy = mesh.client_lb_policy if scenario.meshed or mesh.proxy is None else "random"
         self.client_balancers: dict[tuple[str, str], Balancer] = {}
         self.choosers: dict[str, Sampler] = {}
+        self.routes: dict[tuple[str, str], Route] = {}
         self.client_overhead = (streams.sampler("client:overhead", topo.client.overhead)
                                 if topo.client.overhead is not None else None)
         self.edges = [(hop, streams.sampler(f"edge:{hop.name}:latency", hop.latency),
@@ -145,8 +157,11 @@ class System:
         cpu = topo.client.cpu_per_call
         self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
         kernel = topo.network.kernel_cpu
-        self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop) if kernel else None
-        self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb) if kernel else None
+        self.kernel_per_hop: Callable[[], float] | None = None
+        self.kernel_per_kb: Callable[[], float] = _constant(0.0)
+        if kernel is not None:
+            self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop)
+            self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb)
         return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
 
     def _on_node(self, node: str, start: float, work: float) -> float:
@@ -158,21 +173,23 @@ class System:
         """``pending`` after a one-way hop: the network's latency, plus the time the kernel's sending and
         receiving work waits for and uses a core of the sender's and the receiver's node."""
         latency = self.net.loopback() if loopback else self.net.hop(src, dst, nbytes)
-        if self.kernel_per_hop is None:
+        per_hop = self.kernel_per_hop
+        if per_hop is None:
             return pending + latency
-        assert self.kernel_per_kb is not None
-        cpu = self.kernel_per_hop() + self.kernel_per_kb() * nbytes / 1024.0
+        cpu = per_hop() + self.kernel_per_kb() * nbytes / 1024.0
         now = self.env.now
         t = now + pending
-        cores = self.node_cpu.get(src)
+        node_cpu = self.node_cpu
+        cores = node_cpu.get(src)
         if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
             after = (t + cpu if cores is None else cores.run(t, cpu)) + latency - now
         else:
             half = 0.5 * cpu
             t = (t + half if cores is None else cores.run(t, half)) + latency
-            cores = self.node_cpu.get(dst)
+            cores = node_cpu.get(dst)
             after = (t + half if cores is None else cores.run(t, half)) - now
-        self._count_host_cpu(after - pending - latency)
+        if self.net.recording:  # time a request spent in CPU that belongs to no station (here the kernel)
+            self.host_cpu_time += after - pending - latency
         return after
 
     def _count_host_cpu(self, seconds: float) -> None:
@@ -230,7 +247,7 @@ class System:
         if self.client_cpu_per_call is not None:  # fortio's CPU per call, before the request leaves
             now = self.env.now
             before = pending
-            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call()) - now
+            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call.draw()) - now
             self._count_host_cpu(pending - before)
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
@@ -248,17 +265,27 @@ class System:
             yield self.env.timeout(back)
         self.in_system -= 1
 
+    def _route(self, caller: Caller, target: str) -> Route:
+        """The parts of a call from ``caller`` to ``target`` that do not change from call to call."""
+        route = self.routes.get((caller.name, target))
+        if route is None:
+            lb = self.lbs.get(target)
+            balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
+            route = self.routes[(caller.name, target)] = Route(self.scenario.topology.services[target], lb, balancer,
+                                                               self.apps[target])
+        return route
+
     def call(self, caller: Caller, target: str, conn: int, pending: float) -> Process:
         env, net = self.env, self.net
-        svc = self.scenario.topology.services[target]
-        lb = self.lbs.get(target)
-        balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
+        timeout = env.timeout
+        route = self._route(caller, target)
+        svc, lb, balancer = route.service, route.lb, route.balancer
         index = balancer.start()
-        replica = self.apps[target][index]
-        inbound = replica.sidecar if (replica.sidecar is not None) else None
+        replica = route.replicas[index]
+        inbound = replica.sidecar
         out = caller.outbound
-        meshed_hop = out is not None or inbound is not None
-        req_bytes = svc.request_bytes + (self.header_bytes if meshed_hop else 0)
+        node = replica.node
+        req_bytes = svc.request_bytes + (self.header_bytes if out is not None or inbound is not None else 0)
         resp_bytes = svc.response_bytes
         sent = env.now + pending
         new_session = False
@@ -269,65 +296,70 @@ class System:
                 new_session = True
         # request direction
         if out is not None:
-            pending = self._hop(pending, caller.node, out.node, req_bytes, loopback=out.node == caller.node)
+            pending = self._hop(pending, caller.node, out.node, req_bytes, out.node == caller.node)
             if pending > 0:
-                yield env.timeout(pending)
-            out_opened = env.now
-            pending = out.pass_(env.now, "outbound_request", conn, req_bytes, handshake=new_session) - env.now
+                yield timeout(pending)
+            now = out_opened = env.now
+            pending = out.pass_(now, "outbound_request", conn, req_bytes, handshake=new_session) - now
         src = out.node if out is not None else caller.node
         if lb is not None:
             pending = self._hop(pending, src, lb.node, req_bytes)
             if pending > 0:
-                yield env.timeout(pending)
-            lb_opened = env.now
-            pending = lb.pass_(env.now, "request", conn, req_bytes) - env.now
+                yield timeout(pending)
+            now = lb_opened = env.now
+            pending = lb.pass_(now, "request", conn, req_bytes) - now
             src = lb.node
-        pending = self._hop(pending, src, replica.node, req_bytes)
+        pending = self._hop(pending, src, node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
-            pending += net.round_trip(src, replica.node) * inbound.handshake_round_trips
+            pending += net.round_trip(src, node) * inbound.handshake_round_trips
         if inbound is not None:
             if pending > 0:
-                yield env.timeout(pending)
-            in_opened = env.now
-            pending = inbound.pass_(env.now, "inbound_request", conn, req_bytes, handshake=new_session) - env.now
-            pending = self._hop(pending, replica.node, replica.node, req_bytes, loopback=True)
+                yield timeout(pending)
+            now = in_opened = env.now
+            pending = inbound.pass_(now, "inbound_request", conn, req_bytes, handshake=new_session) - now
+            pending = self._hop(pending, node, node, req_bytes, True)
         yield from self.handle(replica, conn, pending)
         # response direction (the app has just sent its response; env.now is that time)
         pending = 0.0
         if inbound is not None:
-            pending = self._hop(0.0, replica.node, replica.node, resp_bytes, loopback=True)
+            pending = self._hop(0.0, node, node, resp_bytes, True)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = inbound.pass_(env.now, "inbound_response", conn, resp_bytes, last=True) - env.now
-            inbound.hold(in_opened, env.now + pending)
+                yield timeout(pending)
+            now = env.now
+            pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
+            inbound.hold(in_opened, now + pending)
         if lb is not None:
-            pending = self._hop(pending, replica.node, lb.node, resp_bytes)
+            pending = self._hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
-                yield env.timeout(pending)
-            pending = lb.pass_(env.now, "response", conn, resp_bytes, last=True) - env.now
-            lb.hold(lb_opened, env.now + pending)
+                yield timeout(pending)
+            now = env.now
+            pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
+            lb.hold(lb_opened, now + pending)
             pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
-            pending = self._hop(pending, replica.node, src, resp_bytes)
+            pending = self._hop(pending, node, src, resp_bytes)
         if out is not None:
             if pending > 0:
-                yield env.timeout(pending)
-            pending = out.pass_(env.now, "outbound_response", conn, resp_bytes, last=True) - env.now
-            out.hold(out_opened, env.now + pending)
-            pending = self._hop(pending, out.node, caller.node, resp_bytes, loopback=out.node == caller.node)
+                yield timeout(pending)
+            now = env.now
+            pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
+            out.hold(out_opened, now + pending)
+            pending = self._hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
-            yield env.timeout(pending)
+            yield timeout(pending)
         balancer.done(index, env.now - sent)
 
     def handle(self, replica: AppReplica, conn: int, pending: float) -> Process:
         """Run the service's handler; returns when the app sends its response."""
         env = self.env
         me = self.callers[replica.instance]
+        computes = replica.computes
         for i, step in enumerate(replica.service.handler):
-            if isinstance(step, Compute):
+            if i in computes:  # a Compute step
                 if pending > 0:
                     yield env.timeout(pending)
-                pending = replica.station.serve(env.now, replica.computes[i]()) - env.now
+                now = env.now
+                pending = replica.station.serve(now, computes[i].draw()) - now
             elif isinstance(step, Call):
                 yield from self.call(me, step.service, conn, pending)
                 pending = 0.0
@@ -357,8 +389,11 @@ class System:
 
 
 def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:
-    """A sampler, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
+    """A sampler's draw, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
     if isinstance(dist, Deterministic):
-        value = max(dist.value, 0.0)
-        return lambda: value
-    return streams.sampler(name, dist)
+        return _constant(max(dist.value, 0.0))
+    return streams.sampler(name, dist).draw
+
+
+def _constant(value: float) -> Callable[[], float]:
+    return repeat(value).__next__
