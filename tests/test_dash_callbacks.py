@@ -97,7 +97,9 @@ def test_update_sweeps_in_budgeted_steps_then_serves_from_cache(app_parts):
     history = sweep_until(callbacks, values, finished)
     assert len(history) > 1  # split over several requests, each bounded by the budget
     for _, seconds in history:
-        assert seconds <= BUDGET_S + counted.slowest_s + 1.0
+        # the budget, one point that started inside it, and the figures (3 s of slack: on a machine busy with
+        # other jobs building the figures alone took 1.3 s; an unbounded sweep would take minutes)
+        assert seconds <= BUDGET_S + counted.slowest_s + 3.0
     assert all(out[9] == 1 for out, _ in history[:-1])  # one more tick while points are missing
     latency, util, cdf, summary, table, message, done, total, progress, ticks, info, validation = history[-1][0]
     assert message == "" and progress == "all points computed" and done == total
