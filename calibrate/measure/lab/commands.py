@@ -115,7 +115,8 @@ def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir:
     try:
         result = probe(state, settings, Path(out_dir), ledger)
     finally:
-        ledger.close_if_clear()
+        with interrupts_deferred():
+            ledger.close_if_clear()
     return result
 
 
@@ -193,12 +194,15 @@ def lab_run(
             raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}, every lab process "
                               f"stopped") from None
         finally:
-            lab.down()
+            with interrupts_deferred():  # a signal during the stop must not cut it short (it is bounded: SIGKILL)
+                lab.down()
     except KeyboardInterrupt:  # before the lab started
         raise Interrupted(f"lab run interrupted; {len(results)} run(s) kept in {out_dir}") from None
     finally:
-        if work is not None:
-            work.cleanup()
-        if ledger is not None:
-            ledger.close_if_clear()  # else the next lab command stops what is left from the ledger
+        # held back too: an interrupt landing here (a stage that had just ended) once left the ledger behind
+        with interrupts_deferred():
+            if work is not None:
+                work.cleanup()
+            if ledger is not None:
+                ledger.close_if_clear()  # else the next lab command stops what is left from the ledger
     return results
