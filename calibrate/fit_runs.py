@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from meshsim.calibrate.load import load_dependence, memory_fit
+from meshsim.calibrate.load import load_dependence
+from meshsim.calibrate.fit_beyond_passes import add_held_fraction, add_memory, add_network_hop
 from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
@@ -186,9 +187,9 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
-    _held_fraction(model, usable, summary.notes, say)
+    add_held_fraction(model, usable, summary.notes, say)
     if network_hop:
-        _network_hop(model, usable, summary.notes, say)
+        add_network_hop(model, usable, summary.notes, say)
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
@@ -252,59 +253,6 @@ def _with_wakeups(first: dict[str, Any], decomp: Decomposition, replay: Sequence
     return decompose(ref_runs, fams, say, cold=extra.cold)
 
 
-def _held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
-    """With bursts among the runs, the fraction of a pass that holds its worker, fitted by simulation, replaces the
-    CPU-based ``cpu_fraction`` (one-connection runs cannot show it; the CPU-based estimate stays otherwise)."""
-    from meshsim.calibrate.load.held_fraction import apply_held_fraction, burst_runs, fit_held_fraction
-
-    if not model.get("proxy"):
-        return
-    bursts = burst_runs(usable)
-    if not bursts:
-        notes.append("no bursts (connections firing together without -uniform): proxy.cpu_fraction is the CPU-based "
-                     "estimate; what part of a pass holds its worker is not identified by these runs")
-        return
-    say(f"fitting the held fraction of a pass by simulation from {len(bursts)} burst runs ...")
-    with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
-        fit = fit_held_fraction(model, usable, Path(work), progress=say)
-    apply_held_fraction(model, fit, notes)
-
-
-def _network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
-    """``calibration.network_hop``: the hop of the baseline runs' (shipped) topology that makes its simulated baseline
-    reproduce their percentiles up to p99.9; a topology that does not describe the runs is noted, not fatal."""
-    from meshsim.calibrate.fit.network_hop_fit import baseline_runs_for_hop, fit_network_hop
-
-    if not baseline_runs_for_hop(usable):
-        return
-    try:
-        fitted = fit_network_hop(usable, progress=say)
-    except MeshsimError as exc:
-        notes.append(f"network hop not fitted: {exc}")
-        return
-    rows = fitted.fit.summary()["measured_vs_fitted_ms"]
-    tails = "; ".join(f"{run} p99 {r['p99'][0]:.3f}/{r['p99'][1]:.3f}, p99.9 {r['p99.9'][0]:.3f}/{r['p99.9'][1]:.3f}"
-                      for run, r in rows.items() if "p99" in r and "p99.9" in r)
-    notes.append(f"network hop: {fitted.key} of topology {fitted.topology!r} fitted as "
-                 f"{', '.join(f'{k} {v:.4g}' for k, v in _flat_numbers(fitted.spec()).items())} "
-                 f"(measured/fitted ms: {tails or 'runs too short for p99.9'}) -> calibration.network_hop")
-    model["calibration"]["network_hop"] = {
-        "topology": fitted.topology, "hop": fitted.key, "distribution": fitted.spec(),
-        "source": f"replace network.{fitted.key} of topology {fitted.topology!r} with this distribution to predict "
-                  "these runs' tails (the fitted passes already hold their own loopback hops)"}
-
-
-def _flat_numbers(spec: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The numbers of a distribution spec, nested keys joined by dots (body.median_ms), for a one-line note."""
-    out: dict[str, float] = {}
-    for key, value in spec.items():
-        if isinstance(value, Mapping) and key != "fit":
-            out.update(_flat_numbers(value, f"{prefix}{key}."))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[f"{prefix}{key}"] = float(value)
-    return out
-
-
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,
                       say: Progress) -> None:
     """Refine the written model's pass shifts by simulation and/or simulate every reference run with it."""
@@ -358,18 +306,6 @@ def _lb_section(mesh: str, decomp: Decomposition, n_workers: int) -> dict[str, A
     return lb
 
 
-def _memory(proxy: dict[str, Any], features: dict[str, Any], usable: Sequence[Run], notes: list[str]) -> None:
-    """The proxy's memory block and its features' memory_mb from the sidecars' RSS the runs recorded."""
-    block, per_feature, memory_notes = memory_fit.memory_from_runs(usable)
-    notes.extend(memory_notes)
-    if block is None:
-        return
-    proxy["memory"] = block
-    for name, mb in per_feature.items():
-        if name in features:
-            features[name]["memory_mb"] = mb
-
-
 def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
               ref_rps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
               default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
@@ -394,7 +330,7 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
     if proxy is not None and extra.wakeup is not None:
         proxy["wakeup"] = extra.wakeup
     if proxy is not None:
-        _memory(proxy, features, usable, notes)
+        add_memory(proxy, features, usable, notes)
     fractions = load_dependence.cpu_fractions(cpu, decomp, notes, extra.cpu_without_wake)
     for section, block in (("proxy", proxy), ("load_balancer", lb)):
         if block is not None and section in fractions:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -23,3 +28,30 @@ def require_component(name: str) -> Path:
         if in_ci():
             pytest.fail(f"required component missing under CI=true: {exc}")
         pytest.skip(str(exc))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def fortio_echo_server(fortio: Path, folder: Path) -> Iterator[int]:
+    """A real ``fortio server`` on a free 127.0.0.1 port (HTTP echo only), stopped on exit; yields the port."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(fortio), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled", "-redirect-port",
+         "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
+    try:
+        for _ in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_component
+from conftest import fortio_echo_server, require_component
 
 from meshsim.calibrate.measure.dataset import load_run, load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
@@ -105,35 +103,16 @@ def test_batch_keeps_good_runs_and_reports_each_bad_one(tmp_path: Path) -> None:
     assert any(str(tmp_path / "missing") in e for e in batch.errors)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_todays_fortio_with_access_log(tmp_path: Path) -> None:
     """Real fortio 1.68: serve echo on loopback, load it, read result JSON and the per-request access log."""
     fortio = require_component("fortio")
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(fortio), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled", "-redirect-port",
-         "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        for _ in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with fortio_echo_server(fortio, tmp_path) as port:
         subprocess.run(
             [str(fortio), "load", "-qps", "200", "-c", "2", "-n", "300", "-r", "0.00001", "-uniform",
              "-labels", "meshsim test", "-json", str(tmp_path / "fortio.json"),
              "-access-log-file", str(tmp_path / "access.jsonl"), f"http://127.0.0.1:{port}/echo?size=512"],
             check=True, capture_output=True, timeout=60)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     r = read_result(tmp_path / "fortio.json", tmp_path / "access.jsonl")
     assert r.version.startswith("1.68") and r.uniform is True and r.jitter is False and r.nocatchup is False
     assert r.requested_rps == 200.0 and r.num_threads == 2 and r.labels == "meshsim test"

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
-import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import require_component
+from conftest import fortio_echo_server, require_component
 
 from meshsim.calibrate.measure.fortio_result import parse_result
 from meshsim.calibrate.measure.tables import measurements_dir
@@ -141,11 +139,6 @@ def test_short_and_long_runs_agree_with_64_mtls_connections():
 
 # -- real fortio ---------------------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _fortio_run(fortio: Path, port: int, extra: list[str]) -> tuple[dict, str]:
     done = subprocess.run([str(fortio), "load", "-c", "4", "-qps", "40", "-t", "1s", "-json", "-", *extra,
@@ -167,23 +160,9 @@ def test_real_fortio_counts_and_times_like_the_model(tmp_path: Path) -> None:
     """fortio 1.68.2 with a 150 ms echo and 4 connections: 1 s gives 7 timed calls per thread (sent at 0, 150, ...,
     900 ms of the timed run; 1050 ms is past the deadline) only if the deadline counts from after the warm-ups."""
     fortio = require_component("fortio")
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(fortio), "server", "-http-port", f"127.0.0.1:{port}", "-grpc-port", "disabled", "-redirect-port",
-         "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    try:
-        for _ in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with fortio_echo_server(fortio, tmp_path) as port:
         runs = {mode: _fortio_run(fortio, port, flags) for mode, flags in
                 (("parallel", []), ("sequential", ["-sequential-warmup"]))}
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     scenario = plain(station_topology(Deterministic(0.150), servers=4))
     measured, modelled = {}, {}
     for mode, (result, log) in runs.items():
