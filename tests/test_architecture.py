@@ -57,7 +57,8 @@ def part_of(module: str) -> str:
     """The room a module lives in (ARCHITECTURE.md)."""
     if module.startswith("meshsim.cli") or module == "meshsim.__main__":  # ``python -m meshsim`` is the CLI
         return "cli"
-    for room in ("sim", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation"):
+    for room in ("sim", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
+                 "calibrate.studies"):
         name = f"meshsim.{room}"
         if module == name or module.startswith(name + "."):
             return room
@@ -69,16 +70,18 @@ def part_of(module: str) -> str:
 # room -> rooms it must never import
 FORBIDDEN = {
     "model": {"sim", "cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
-              "calibrate.pipelines"},
+              "calibrate.pipelines", "calibrate.studies"},
     "sim": {"cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
-            "calibrate.pipelines"},
+            "calibrate.pipelines", "calibrate.studies"},
     "calibrate.measure": {"sim", "cli", "dash_app", "calibrate.fit", "calibrate.load", "calibrate.validation",
-                          "calibrate.pipelines"},
-    "calibrate.fit": {"cli", "dash_app", "calibrate.load", "calibrate.validation", "calibrate.pipelines"},
-    "calibrate.load": {"cli", "dash_app", "calibrate.validation", "calibrate.pipelines"},
-    "calibrate.validation": {"cli", "dash_app"},
-    "calibrate.pipelines": {"cli", "dash_app", "calibrate.validation"},
-    "dash_app": {"cli"},
+                          "calibrate.pipelines", "calibrate.studies"},
+    "calibrate.fit": {"cli", "dash_app", "calibrate.load", "calibrate.validation", "calibrate.pipelines",
+                      "calibrate.studies"},
+    "calibrate.load": {"cli", "dash_app", "calibrate.validation", "calibrate.pipelines", "calibrate.studies"},
+    "calibrate.validation": {"cli", "dash_app", "calibrate.studies"},
+    "calibrate.pipelines": {"cli", "dash_app", "calibrate.validation", "calibrate.studies"},
+    "calibrate.studies": {"cli", "dash_app"},
+    "dash_app": {"cli", "calibrate.studies"},
     "cli": set(),
 }
 

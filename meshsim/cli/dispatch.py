@@ -18,6 +18,7 @@ from meshsim.errors import ComponentMissing, MeshsimError
 SUBCOMMANDS = {
     "meshsim.cli.predict_command": ("predict", ""),
     "meshsim.cli.factorial_command": ("factorial", ""),
+    "meshsim.cli.study_command": ("study", "study"),
     "meshsim.cli.fit_command": ("fit", "fit"),
     "meshsim.cli.lab_command": ("lab", "lab"),
     "meshsim.cli.calibrate_command": ("calibrate", "lab,kube"),

@@ -1,0 +1,54 @@
+"""``meshsim study``: list the published studies, or re-create one and compare published with predicted cells."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("study", help="re-create a published study (the seed documents) and compare its tables "
+                                     "with meshsim's predictions",
+                       description="Each study re-creates one document's experiment as meshsim scenarios, fits only "
+                                   "what the document's protocol allows (its baseline, its lowest-rate column), "
+                                   "predicts every other cell and prints published vs predicted.")
+    study_sub = p.add_subparsers(dest="study_command", metavar="SUBCOMMAND", parser_class=type(p))
+    study_sub.required = True
+    ls = study_sub.add_parser("list", help="the studies, with their titles and sources")
+    ls.add_argument("--json", action="store_true", help="print a JSON list of {name, title, source}")
+    ls.set_defaults(handler=run_list)
+    r = study_sub.add_parser("run", help="run one study: fit, predict every other cell, compare")
+    r.add_argument("name", metavar="NAME", help="the study's name (see `meshsim study list`)")
+    r.add_argument("--json", action="store_true", help="print one JSON object: {study, cells: [...], summary}")
+    r.add_argument("--html", metavar="FILE", help="also write an HTML page (figure, notes, cells)")
+    r.add_argument("--out", metavar="DIR", help="also write study.json, cells.csv and published-vs-predicted.svg")
+    r.add_argument("--short", action="store_true", help="the test suite's settings: 2 short replications per cell "
+                   "(same cells, wider confidence intervals)")
+    r.add_argument("--seed", type=int, default=1, help="root seed of every prediction (default 1)")
+    r.add_argument("--processes", type=int, help="replications run in parallel (default: the cores, up to 8)")
+    r.add_argument("--time-limit", type=float, metavar="S", help="wall-clock limit on each cell's replications")
+    r.set_defaults(handler=run_one)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from meshsim.calibrate.studies.study_catalog import list_studies
+
+    studies = list_studies()
+    if args.json:
+        print(json.dumps(studies, indent=1))
+    else:
+        for s in studies:
+            print(f"{s['name']:<18}{s['title']}\n{'':<18}source: {s['source']}")
+    return 0
+
+
+def run_one(args: argparse.Namespace) -> int:
+    from meshsim.calibrate.studies.study_catalog import StudySettings
+    from meshsim.calibrate.studies.study_report import study_run
+
+    settings = StudySettings(short=args.short, seed=args.seed, processes=args.processes,
+                             time_limit_s=args.time_limit)
+    progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    print(study_run(args.name, settings, as_json=args.json, html=args.html, out=args.out, progress=progress))
+    return 0
