@@ -16,15 +16,15 @@ from meshsim.progress import Progress
 
 def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
     """With bursts among the runs, the fraction of a pass that holds its worker, fitted by simulation, replaces the
-    CPU-based ``cpu_fraction`` (one-connection runs cannot show it; the CPU-based estimate stays otherwise)."""
-    from meshsim.calibrate.load.held_fraction import apply_held_fraction, burst_runs, fit_held_fraction
+    CPU-based ``cpu_fraction``; without them (one-connection runs cannot show it) the CPU-based estimate stays, or,
+    with no CPU data either, the lab's measured fraction is used as a prior and the fit says so."""
+    from meshsim.calibrate.load.held_fraction import apply_held_fraction, apply_prior, burst_runs, fit_held_fraction
 
     if not model.get("proxy"):
         return
     bursts = burst_runs(usable)
     if not bursts:
-        notes.append("no bursts (connections firing together without -uniform): proxy.cpu_fraction is the CPU-based "
-                     "estimate; what part of a pass holds its worker is not identified by these runs")
+        apply_prior(model, notes, say)
         return
     say(f"fitting the held fraction of a pass by simulation from {len(bursts)} burst runs ...")
     with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:

@@ -4,7 +4,8 @@ A model with a known ``cpu_fraction`` is simulated under fortio bursts (c = 2, 4
 sidecars, 2 workers); the simulated latencies become fortio histograms of run folders; ``fit_held_fraction`` starts
 from the same model with any fraction and must find the known one back. The replay uses other seeds than the
 synthetic runs, so the recovery is not an identity; the grid's step (0.05 after refinement) bounds the tolerance.
-One-connection runs cannot identify the fraction: the fit returns None.
+One-connection runs cannot identify the fraction: the fit returns None, and a model without CPU data takes the lab's
+measured fraction as a prior (and says so).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from meshsim.calibrate.load.held_fraction import apply_held_fraction, burst_runs, fit_held_fraction
+from meshsim.calibrate.load.held_fraction import (LAB_PRIOR, apply_held_fraction, apply_prior, burst_runs,
+                                                  fit_held_fraction, lab_prior)
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
@@ -83,3 +85,33 @@ def test_the_fitted_fraction_replaces_the_cpu_based_one_and_says_so(tmp_path: Pa
     apply_held_fraction(model, fit, notes)
     assert model["proxy"]["cpu_fraction"] == pytest.approx(fit.fraction)
     assert "bursts" in model["proxy"]["source"] and "0.9" in notes[0]
+
+
+def test_without_bursts_or_cpu_the_lab_prior_is_used_and_said() -> None:
+    prior = lab_prior()
+    assert 0.0 < prior.fraction <= 1.0 and LAB_PRIOR in prior.source
+    model = _model(0.5)
+    del model["proxy"]["cpu_fraction"]  # one-connection runs without CPU data: nothing of their own
+    notes: list[str] = []
+    said: list[str] = []
+    apply_prior(model, notes, said.append)
+    assert model["proxy"]["cpu_fraction"] == pytest.approx(prior.fraction)
+    assert "prior" in model["proxy"]["source"] and LAB_PRIOR in model["proxy"]["source"]
+    assert notes[0].startswith("used a prior") and "prior" in said[0]
+
+
+def test_a_cpu_based_estimate_is_kept_over_the_prior() -> None:
+    model = _model(0.45)
+    notes: list[str] = []
+    apply_prior(model, notes, lambda _m: None)
+    assert model["proxy"]["cpu_fraction"] == 0.45 and "CPU-based" in notes[0]
+
+
+def test_a_broken_prior_file_names_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from meshsim.calibrate.load import held_fraction
+    from meshsim.errors import ModelError
+
+    (tmp_path / "p.yaml").write_text("held_fraction: 1.7\n")
+    monkeypatch.setattr(held_fraction, "measurements_dir", lambda: tmp_path)
+    with pytest.raises(ModelError, match="p.yaml: held_fraction must be in"):
+        lab_prior("p.yaml")

@@ -10,8 +10,9 @@ objective moves smoothly with the fraction), and the fraction whose simulated me
 (least squares on relative errors) is kept. It becomes the model's ``cpu_fraction`` (the part of a pass the worker
 computes; the rest is delay).
 
-A model fitted from one-connection runs only keeps the CPU-based estimate (CPU per pass over fitted pass time) and
-its fit says that the held fraction was not identified.
+A model fitted from one-connection runs cannot identify the fraction. It keeps the CPU-based estimate (CPU per pass
+over fitted pass time) when its runs recorded CPU; otherwise it takes the fraction measured with bursts in the lab
+(:func:`lab_prior`, a shipped measurement) as a prior, writes it with that source, and its fit says so.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ from typing import Any, Mapping, Sequence
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.load.wake_gaps import replay_setup
 from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.measure.tables import measurements_dir
+from meshsim.errors import ModelError
 from meshsim.progress import Progress
 
 BURST_CONNECTIONS = (2, 4, 8)  # the burst probes of the lab and kube plans (at a low rate, without -uniform)
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 MAX_REQUESTS = 4000  # per replayed run and candidate
+# the lab's burst fit that one-connection models take as their prior (relative to the shipped measurements)
+LAB_PRIOR = "lab-validation-2026-11-23/held-fraction.yaml"
 
 
 @dataclass(frozen=True)
@@ -106,3 +111,40 @@ def apply_held_fraction(model: dict[str, Any], fit: HeldFractionFit, notes: list
     why = fit.source + cpu_based
     proxy["source"] = f"{proxy.get('source', '')}; {why}".lstrip("; ")
     notes.append(f"proxy.{why}")
+
+
+@dataclass(frozen=True)
+class HeldFractionPrior:
+    fraction: float
+    source: str
+
+
+def lab_prior(relative: str = LAB_PRIOR) -> HeldFractionPrior:
+    """The held fraction fitted from the lab's burst runs (a shipped measurement with its runs and fit)."""
+    import yaml
+
+    path = measurements_dir() / relative
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        fraction = float(data["held_fraction"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{path}: cannot read the lab's held fraction ({exc})") from None
+    if not 0.0 < fraction <= 1.0:
+        raise ModelError(f"{path}: held_fraction must be in (0, 1], got {fraction}")
+    return HeldFractionPrior(fraction, f"measurements/{relative}: {data.get('source', '')}".rstrip(": "))
+
+
+def apply_prior(model: dict[str, Any], notes: list[str], say: Progress) -> None:
+    """No bursts among the runs: the CPU-based estimate stays if the runs gave one, else the lab's prior is used."""
+    proxy = model["proxy"]
+    if isinstance(proxy.get("cpu_fraction"), (int, float)):
+        notes.append("no bursts (connections firing together without -uniform): proxy.cpu_fraction is the "
+                     "CPU-based estimate; what part of a pass holds its worker is not identified by these runs")
+        return
+    prior = lab_prior()
+    proxy["cpu_fraction"] = round(prior.fraction, 4)
+    why = (f"cpu_fraction {prior.fraction:.3g} is a prior, not fitted: these runs have no bursts and no CPU per "
+           f"request, so the fraction measured with bursts in the lab is used ({prior.source})")
+    proxy["source"] = f"{proxy.get('source', '')}; {why}".lstrip("; ")
+    notes.append(f"used a prior: proxy.{why}")
+    say(f"used a prior for the held fraction: {prior.fraction:.3g} from the lab's bursts ({LAB_PRIOR})")
