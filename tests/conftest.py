@@ -16,6 +16,18 @@ from meshsim.errors import ComponentMissing
 from meshsim.tools import find_binary
 
 
+# Tests that start real processes run one after another on one pytest-xdist worker (setup.cfg runs the suite with
+# `-n 2 --dist loadgroup`): their session fixtures (the kube-apiserver, its network namespace) start once, and two
+# labs never measure at the same time. The engine's tests fill the other worker.
+REAL_PROCESS_MARKERS = ("lab", "kube", "browser")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(m) for m in REAL_PROCESS_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("real-processes"))
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -27,6 +27,8 @@ from meshsim.calibrate.validation.validate import validate_lab_report
 from meshsim.calibrate.validation.lab_loop import SMALL_PLAN
 from meshsim.calibrate.validation.text_report import summary_line
 
+pytestmark = pytest.mark.lab
+
 # The model's own error floor on a quiet machine (see the module docstring); the measured repeatability adds to it.
 MEDIAN_P50_FLOOR = 0.20
 WORST_P50_FLOOR = 0.35  # chain5 and Bookinfo: five hops or a call graph from a baseline measured once per repeat
