@@ -134,3 +134,12 @@ def test_the_mesh_adds_time_cpu_and_memory_with_its_sidecars(result) -> None:
     packet = next(c for c in result.cells if c.table == PACKETS and c.condition["setup"] == "istio")
     assert packet.predicted > next(c for c in result.cells if c.table == PACKETS and c.role == "fit").predicted
     assert GATEWAY in {h.name for h in load_topology("course-bookinfo-eks").network.edge}
+
+
+def test_predict_text_reports_wire_bytes_and_idle_cpu() -> None:
+    from meshsim.cli.prediction_text import prediction_table
+
+    text = prediction_table(_simple(True).to_dict())
+    assert "the entry receives 601 B" in text  # 200 B + Istio's 150 B + mTLS's 251 B
+    assert "idle cpu cores   simple-server/sidecar 0.0094" in text  # 3 sidecars x 3.13 millicores
+    assert "idle cpu cores" not in prediction_table(_simple(False).to_dict())
