@@ -41,6 +41,7 @@ class ComponentUsage:
     instances: int = 0
     jobs: int = 0
     idle_gaps: np.ndarray | None = None  # with observe_gaps: every job's worker idle gap, all instances
+    idle_cores: float = 0.0  # CPU of the component's proxies with no traffic (their idle_cores), all instances
 
 
 @dataclass
@@ -56,6 +57,7 @@ class ReplicationResult:
     sim_time: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> seconds per measured request
     load_start: float = 0.0  # when the timed run began: fortio's warm-up calls come before, unmeasured
+    wire_bytes: dict[str, float] = field(default_factory=dict)  # bytes per measured request (see wire_bytes())
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -130,6 +132,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         busy_window=busy_window,
         sim_time=env.now,
         breakdown=time_breakdown(system, started_in_window),
+        wire_bytes=wire_bytes(system, started_in_window),
         load_start=origin,
     )
 
@@ -156,6 +159,15 @@ def time_breakdown(system: System, requests: int) -> dict[str, float]:
     return {k: v / max(requests, 1) for k, v in parts.items()}
 
 
+def wire_bytes(system: System, requests: int) -> dict[str, float]:
+    """Bytes between pods per request started in the window: every call's request (the mesh's headers included)
+    and response, and the size of the request the entry service receives (the packet a capture at the entry pod
+    compares with and without a mesh)."""
+    n = max(requests, 1)
+    return {"request": system.wire_request_bytes / n, "response": system.wire_response_bytes / n,
+            "entry_request": float(system.entry_request_bytes)}
+
+
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
     usage: dict[str, ComponentUsage] = {}
     open_load = isinstance(system.workload.load, OpenLoad)  # its connection ids are nominal (memory counts the pool)
@@ -175,6 +187,7 @@ def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
         u.hottest = max(u.hottest, hottest)
         if proxy is not None:
             u.cpu_seconds += proxy.model.idle_cores * window  # background work of the process, traffic or not
+            u.idle_cores += proxy.model.idle_cores
             u.memory_mb = max(u.memory_mb, proxy.memory_mb(nominal_connections=open_load))
             u.in_flight += proxy.in_flight
             u.holds += proxy.holds

@@ -56,6 +56,11 @@ class Prediction:
     breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> mean seconds per request
     # component -> mean requests held by one of its proxies (the in-flight part of memory_mb; Little's law)
     proxy_in_flight: dict[str, float] = field(default_factory=dict)
+    # bytes between pods per request: "request" and "response" over all calls, "entry_request" the request the
+    # entry service receives (mesh headers included): the packet sizes a capture compares with and without a mesh
+    wire_bytes: dict[str, float] = field(default_factory=dict)
+    # component -> cores its proxies use with no traffic at all (proxy.idle_cores x instances; in cpu_cores too)
+    idle_cores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -79,6 +84,8 @@ class Prediction:
             "requests": self.requests,
             "latency_cdf_ms": {"q": self.cdf_levels, "ms": [ms(v) for v in self.cdf_seconds]},
             "time_breakdown_ms": {k: round(v / MS, 6) for k, v in self.breakdown.items()},
+            "wire_bytes_per_request": {k: round(v, 2) for k, v in self.wire_bytes.items()},
+            "idle_cores": {k: round(v, 6) for k, v in self.idle_cores.items()},
             "warnings": list(self.warnings),
             "wall_s": round(self.wall_s, 3),
             "inputs": self.inputs,
@@ -261,9 +268,13 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     inputs = _inputs(scenario, workload, settings, horizon, len(results))
     breakdown = {k: float(np.mean([r.breakdown.get(k, 0.0) for r in results])) for k in BREAKDOWN_KEYS} \
         if results else {}
+    wire = {k: float(np.mean([r.wire_bytes.get(k, 0.0) for r in results])) for k in results[0].wire_bytes} \
+        if results else {}
+    idle = {c: float(np.mean([r.usage[c].idle_cores for r in results if c in r.usage])) for c in components
+            if any(r.usage[c].idle_cores > 0 for r in results if c in r.usage)}
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started, breakdown, held)
+                      time.perf_counter() - started, breakdown, held, wire, idle)
 
 
 # -- saturation ----------------------------------------------------------------------------------------------------

@@ -93,6 +93,11 @@ class System:
         self._share_node_cpu()
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
         self.host_cpu_time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
+        # bytes of every call's request (mesh headers included) and response while recording, and the size of the
+        # request the entry service receives: what a packet capture between pods sees (loopback copies excluded)
+        self.wire_request_bytes = 0.0
+        self.wire_response_bytes = 0.0
+        self.entry_request_bytes = 0
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
 
@@ -287,6 +292,11 @@ class System:
         node = replica.node
         req_bytes = svc.request_bytes + (self.header_bytes if out is not None or inbound is not None else 0)
         resp_bytes = svc.response_bytes
+        if net.recording:
+            self.wire_request_bytes += req_bytes
+            self.wire_response_bytes += resp_bytes
+            if caller is self.client:
+                self.entry_request_bytes = req_bytes
         sent = env.now + pending
         new_session = False
         if self.mtls and out is not None and inbound is not None:

@@ -26,7 +26,7 @@ def run_json(capsys, *args: str) -> dict:
 @pytest.mark.parametrize("mesh", MESHES)
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_predict_every_topology_and_mesh(capsys, topology, mesh):
-    rate = "20" if topology == "bookinfo" else "400"
+    rate = "20" if "bookinfo" in topology else "400"  # Bookinfo (and the course's) saturates near 50 rps
     out = run_json(capsys, "--topology", topology, "--mesh", mesh, "--rps", rate)
     assert set(out["latency_ms"]) == LATENCY_KEYS
     assert set(out["latency_ci95_ms"]) == LATENCY_KEYS

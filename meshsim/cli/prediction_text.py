@@ -39,6 +39,14 @@ def prediction_table(d: dict[str, Any]) -> str:
     lines.append(f"bottleneck       {d['bottleneck']}")
     lines.append(f"saturation rps   {_f(sat, 0) if sat is not None else 'none'}"
                  "   (offered rate at which the bottleneck reaches 100 %)")
+    wire = d.get("wire_bytes_per_request") or {}
+    if wire:
+        lines.append(f"bytes per request {wire['request']:.0f} B of requests and {wire['response']:.0f} B of responses "
+                     f"between pods (mesh headers included); the entry receives {wire['entry_request']:.0f} B")
+    idle = d.get("idle_cores") or {}
+    if idle:
+        lines.append("idle cpu cores   " + ", ".join(f"{c} {v:.4f}" for c, v in sorted(idle.items()))
+                     + "   (with no traffic at all; part of cpu cores)")
     parts = {k: v for k, v in (d.get("time_breakdown_ms") or {}).items() if v > 0}
     if parts:
         total = sum(parts.values())
