@@ -128,9 +128,19 @@ def _stations(scenario: Scenario) -> int:
     return count + sum(hop.workers or 0 for hop in topo.network.edge)
 
 
+def outside_floor_s(scenario: Scenario, workload: Workload) -> float:
+    """Idle-system time a request spends outside the cluster: the client's round trips (one per request, plus the
+    TCP and TLS handshakes of a new connection when keep-alive is off) and the edge hops, both ways."""
+    net = scenario.topology.network
+    rtts = 1 + ((1 + (2 if workload.tls else 0)) if not workload.keepalive else 0)
+    rtt = net.client_rtt.mean * rtts if net.client_rtt is not None else 0.0
+    return rtt + 2 * sum(hop.latency.mean for hop in net.edge)
+
+
 def estimate(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon) -> CostEstimate:
     """Events and memory of a prediction, from the scenario alone (nothing is simulated)."""
     path = path_cost(scenario)
+    path = PathCost(path.visits, path.floor_s + outside_floor_s(scenario, workload))
     rps = offered_rps(workload, path.floor_s)
     requests = rps * horizon.duration if rps < math.inf else math.inf  # the drain sends nothing new
     replications = settings.replications if settings.replications is not None else settings.min_replications

@@ -73,6 +73,20 @@ def test_sequential_rate_is_bounded_by_the_idle_latency() -> None:
     assert cost.rps == pytest.approx(1 / cost.floor_s)
 
 
+@pytest.mark.parametrize("keepalive", [True, False])
+def test_sequential_rate_counts_the_client_round_trips(keepalive: bool) -> None:
+    """A client far away (curl-paths: tens of ms per round trip) sends far fewer requests than the cluster alone
+    allows; a new TCP + TLS connection per request costs three more round trips. The estimate must match what
+    one replication really starts, not refuse a small run as huge."""
+    options = PredictOptions(topology="curl-paths", mesh="none", load="sequential", connections=1, think_ms=0.0,
+                             keepalive=keepalive, tls=not keepalive, duration_s=3.0, processes=1)
+    request = build_request(options)
+    horizon = Horizon(3.0, 0.0, 5.0)
+    cost = estimate(request.scenario, request.workload, request.settings, horizon)
+    started = run_replication(request.scenario, request.workload, horizon, 1, 0).started
+    assert cost.requests_per_replication == pytest.approx(started, rel=0.5)
+
+
 def test_the_budget_can_be_raised() -> None:
     request = build_request(PredictOptions(rps=1e6, processes=1))
     horizon = horizon_for(request.workload.load, request.settings)

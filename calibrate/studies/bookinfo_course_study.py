@@ -150,7 +150,7 @@ def setup_options(base: Topology, meshed: bool, settings: StudySettings) -> Pred
     topology = setup_topology(base, meshed)
     mesh = dict(mesh=MESH, scope="server", features=FEATURES) if meshed else dict(mesh="none", scope="none")
     return PredictOptions(topology=topology, load="sequential", connections=1, think_ms=THINK_MS, keepalive=False,
-                          duration_s=duration, warmup_s=1.0, max_events=1e9, **mesh)
+                          duration_s=duration, warmup_s=1.0, **mesh)
 
 
 @dataclass(frozen=True)

@@ -147,11 +147,8 @@ def quantile_ms(prediction: Any, level: float) -> float:
 def path_options(topology: Topology, path: NetworkPath, settings: StudySettings) -> PredictOptions:
     # One curl at a time, a new process per request: bash starts the next curl at once (think time 0).
     duration = 400.0 if settings.short else 3000.0  # ~1000 / ~7000 requests of 0.4-0.9 s per replication
-    # The cost estimate bounds the rate by the idle path without the client's round trip (~1 ms here, not 400):
-    # it would refuse a run 400x smaller than it thinks; the budget is raised by that factor.
     return PredictOptions(topology=topology, mesh="none", scope="none", load="sequential", connections=1,
-                          think_ms=0.0, keepalive=False, tls=path.tls, duration_s=duration, warmup_s=0.0,
-                          max_events=2e9)
+                          think_ms=0.0, keepalive=False, tls=path.tls, duration_s=duration, warmup_s=0.0)
 
 
 def path_cells(path: NetworkPath, runs: Sequence[float], printed_mean: float, prediction: Any) -> list[Cell]:
