@@ -58,8 +58,9 @@ def fitted_proxy_cpu_ms() -> float:
 
 
 def ghz(lb: str, rps: float, **extra: Any) -> PredictOptions:
-    """A constant-rate ghz run: evenly paced sends from GHZ_CONNECTIONS workers that wait for their answers."""
-    return PredictOptions(topology=TOPOLOGY, mesh=MESH, lb=lb, load="fortio", uniform=True,
+    """A constant-rate ghz run: evenly paced sends from GHZ_CONNECTIONS workers that wait for their answers, and
+    no warm-up calls (ghz makes none; fortio's would otherwise come first)."""
+    return PredictOptions(topology=TOPOLOGY, mesh=MESH, lb=lb, load="fortio", uniform=True, fortio_warmup="none",
                           connections=GHZ_CONNECTIONS, rps=rps, **extra)
 
 
