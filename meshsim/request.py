@@ -65,6 +65,7 @@ class PredictOptions:
     saturation: bool = True  # search the saturation rate (costly; sweeps find it from the curve)
     max_events: float | None = None  # cost budget in station visits (None: RunSettings' default)
     time_limit_s: float | None = None  # wall-clock limit on adding replications (None: RunSettings' default)
+    timeseries_s: float | None = None  # window of the time series (None: a profile gets a default, else none)
 
     def with_changes(self, **changes: Any) -> "PredictOptions":
         return replace(self, **changes)
@@ -163,13 +164,14 @@ def _rate(options: PredictOptions) -> float:
 def build_settings(options: PredictOptions) -> RunSettings:
     if options.processes is not None:
         _check_int(options.processes, "processes", minimum=1)
-    for name in ("duration_s", "warmup_s", "precision", "max_events", "time_limit_s"):
+    for name in ("duration_s", "warmup_s", "precision", "max_events", "time_limit_s", "timeseries_s"):
         value = getattr(options, name)
         if value is not None:
             _check_finite(value, name)
     settings = RunSettings(duration_s=options.duration_s, warmup_s=options.warmup_s,
                            replications=options.replications, seed=options.seed, precision=options.precision,
                            processes=options.processes, saturation_search=options.saturation,
+                           timeseries_s=options.timeseries_s,
                            **{k: getattr(options, k) for k in ("max_events", "time_limit_s")
                               if getattr(options, k) is not None})
     settings.validate()

@@ -33,6 +33,28 @@ class RateProfile:
     def max_rps(self) -> float:
         return max(r for _, r in self.points)
 
+    @property
+    def length_s(self) -> float | None:
+        """How long the profile runs: a ramp ends at its last point; the last of several steps lasts as long as the
+        one before it (``steps:0=500,20=1000,40=1500`` runs 60 s). None for a single step, which has no end."""
+        times = [t for t, _ in self.points]
+        if self.kind == "ramp":
+            return times[-1] if len(times) > 1 else None
+        return times[-1] + (times[-1] - times[-2]) if len(times) > 1 else None
+
+    def mean_rps(self, start: float, end: float) -> float:
+        """The profile's mean rate over [start, end) (exact: linear or constant pieces between its points)."""
+        if end <= start:
+            return self.rate_at(start)
+        cuts = sorted({start, end, *(t for t, _ in self.points if start < t < end)})
+        area = 0.0
+        for a, b in zip(cuts, cuts[1:]):
+            if self.kind == "steps":
+                area += self.rate_at(a) * (b - a)
+            else:  # linear between consecutive cuts: the trapezoid is exact
+                area += 0.5 * (self.rate_at(a) + self.rate_at(b)) * (b - a)
+        return area / (end - start)
+
     def validate(self) -> None:
         """Finite times that increase, rates >= 0 and some above 0 (FieldError on ``profile``)."""
         if self.kind not in ("ramp", "steps"):
@@ -170,6 +192,9 @@ class RunSettings:
     # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
     max_events: float = 5e7
     time_limit_s: float | None = 60.0
+    # Window of the latency/rate/CPU time series in seconds; None: a rate profile gets one with a window chosen from
+    # its length (sim/window_series.py), a constant load none.
+    timeseries_s: float | None = None
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
@@ -188,6 +213,8 @@ class RunSettings:
             raise FieldError("max_events", f"must be > 0 and finite, got {self.max_events}")
         if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
             raise FieldError("time_limit_s", f"must be > 0 seconds and finite, got {self.time_limit_s}")
+        if self.timeseries_s is not None and not 0 < self.timeseries_s < math.inf:
+            raise FieldError("timeseries_s", f"must be > 0 seconds and finite, got {self.timeseries_s}")
 
 
 def validate_load(load: Load) -> None:

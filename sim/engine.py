@@ -12,6 +12,7 @@ from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk
 from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users, wrk2_connections
 from meshsim.sim.streams import Streams
 from meshsim.sim.system import System
+from meshsim.sim.window_series import ReplicationSeries, replication_series, start_sampler
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Horizon:
     duration: float
     warmup: float = 0.0
     drain: float = 5.0
+    series_s: float | None = None  # window of the time series (sim/window_series.py); None: no series
 
 
 @dataclass
@@ -58,6 +60,7 @@ class ReplicationResult:
     breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> seconds per measured request
     load_start: float = 0.0  # when the timed run began: fortio's warm-up calls come before, unmeasured
     wire_bytes: dict[str, float] = field(default_factory=dict)  # bytes per measured request (see wire_bytes())
+    series: ReplicationSeries | None = None  # with Horizon.series_s: the run cut into windows
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -73,11 +76,14 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     warmup = horizon.warmup
     measure_from = [warmup]
     finished = [0]
+    sent_times: list[float] | None = [] if horizon.series_s else None
 
     def record(sent: float, latency: float) -> None:
         finished[0] += 1
         if sent >= measure_from[0]:
             latencies.append(latency)
+            if sent_times is not None:
+                sent_times.append(sent)
 
     trace = LoadTrace()
     opened = env.event()
@@ -105,6 +111,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
             raise TypeError(f"unknown load {load!r}")
 
     origin = trace.origin  # the load's own times (duration, warm-up cut) count from here
+    sampler = start_sampler(env, system.stations(), origin + warmup, origin + horizon.duration, horizon.series_s)
     if warmup > 0:
         env.run(until=origin + warmup)
     system.set_recording(True)
@@ -134,6 +141,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         breakdown=time_breakdown(system, started_in_window),
         wire_bytes=wire_bytes(system, started_in_window),
         load_start=origin,
+        series=replication_series(sampler, origin, sent_times, latencies),
     )
 
 

@@ -31,6 +31,7 @@ from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, Sequential
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
+from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
 
@@ -61,6 +62,7 @@ class Prediction:
     wire_bytes: dict[str, float] = field(default_factory=dict)
     # component -> cores its proxies use with no traffic at all (proxy.idle_cores x instances; in cpu_cores too)
     idle_cores: dict[str, float] = field(default_factory=dict)
+    timeseries: TimeSeries | None = None  # latency, rate and CPU per window (a rate profile, or --timeseries)
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -86,6 +88,7 @@ class Prediction:
             "time_breakdown_ms": {k: round(v / MS, 6) for k, v in self.breakdown.items()},
             "wire_bytes_per_request": {k: round(v, 2) for k, v in self.wire_bytes.items()},
             "idle_cores": {k: round(v, 6) for k, v in self.idle_cores.items()},
+            "timeseries": self.timeseries.to_dict() if self.timeseries is not None else None,
             "warnings": list(self.warnings),
             "wall_s": round(self.wall_s, 3),
             "inputs": self.inputs,
@@ -118,15 +121,19 @@ def predict_options(options: PredictOptions, progress: Progress | None = None) -
 def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     rate = load.rps
     duration = settings.duration_s
+    # A rate profile is the run: its length is the default duration, and none of it is cut as warm-up (its start is
+    # part of what was asked for); the cost budget still guards a long one (check_budget names `profile`).
+    profile_length = load.profile.length_s if isinstance(load, OpenLoad) and load.profile is not None else None
     if duration is None:
-        duration = max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
+        duration = profile_length if profile_length is not None else \
+            max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
     warmup = settings.warmup_s
     if warmup is None:
         # fortio reports every call it made, so nothing is cut; open and sequential loads cut 10 % warm-up
-        warmup = 0.0 if isinstance(load, FortioLoad) else 0.1 * duration
+        warmup = 0.0 if isinstance(load, FortioLoad) or profile_length is not None else 0.1 * duration
     if warmup >= duration:
         raise FieldError("warmup_s", f"{warmup:g} s must be shorter than the run ({duration:g} s, duration_s)")
-    return Horizon(duration, warmup, settings.drain_s)
+    return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
 
 
 def _run_one(args: tuple[Scenario, Workload, Horizon, int, int]) -> ReplicationResult:
@@ -272,9 +279,11 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if results else {}
     idle = {c: float(np.mean([r.usage[c].idle_cores for r in results if c in r.usage])) for c in components
             if any(r.usage[c].idle_cores > 0 for r in results if c in r.usage)}
+    series = combine([r.series for r in results if r.series is not None], load, horizon.series_s) \
+        if horizon.series_s and results else None
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started, breakdown, held, wire, idle)
+                      time.perf_counter() - started, breakdown, held, wire, idle, series)
 
 
 # -- saturation ----------------------------------------------------------------------------------------------------
@@ -364,6 +373,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "tls": workload.tls,
         "duration_s": horizon.duration,
         "warmup_s": horizon.warmup,
+        "timeseries_s": horizon.series_s,
         "replications": replications,
         "precision": settings.precision,
         "seed": settings.seed,

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
+
+from meshsim.errors import FieldError
 
 from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, DEFAULT_THREADS, PredictOptions
 from meshsim.workload import RateProfile
@@ -74,8 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--payload", type=int, help="response bytes of every service (fortio echo ?size=)")
     p.add_argument("--proxy-workers", type=int, help="override the mesh model's proxy worker threads")
     p.add_argument("--proxy-cpu-limit", type=float, help="CPU limit per proxy in cores (CFS quota)")
-    p.add_argument("--duration", type=float, help="simulated seconds per replication (default: ~5000 requests)")
-    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %% of the run; 0 for fortio)")
+    p.add_argument("--duration", type=float, help="simulated seconds per replication (default: the profile's length "
+                   "with --profile, else ~5000 requests)")
+    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %% of the run; 0 for fortio and "
+                   "--profile)")
     p.add_argument("--replications", type=int, help="fixed number of replications (default: until p99 is known "
                    "within --precision)")
     p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99 (default "
@@ -88,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="stop adding replications after S seconds of wall clock and report the CI reached "
                         "(default 60)")
+    p.add_argument("--timeseries", type=float, metavar="SECONDS", help="also report latency, rate and CPU per "
+                   "window of SECONDS (default with --profile: about 36 windows over the profile; else none)")
+    p.add_argument("--timeseries-csv", metavar="FILE", help="write the time series as CSV, one row per window")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -101,7 +110,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
         replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
-        max_events=args.max_events, time_limit_s=args.time_limit,
+        max_events=args.max_events, time_limit_s=args.time_limit, timeseries_s=args.timeseries,
     )
 
 
@@ -112,6 +121,21 @@ def run(args: argparse.Namespace) -> int:
     if args.mesh_model:
         args.flag_overrides = {"mesh": "--mesh-model"}
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    result = predict_options(options_of(args), progress).to_dict()
+    if args.timeseries_csv and args.timeseries is None and args.profile is None:
+        raise FieldError("timeseries_csv", "this run has no time series: give --timeseries SECONDS or --profile")
+    prediction = predict_options(options_of(args), progress)
+    if args.timeseries_csv:
+        write_timeseries_csv(prediction.timeseries, args.timeseries_csv)
+    result = prediction.to_dict()
     print(json.dumps(result, indent=1) if args.json else prediction_table(result))
     return 0
+
+
+def write_timeseries_csv(series: Any, path: str) -> None:
+    """The time series as CSV (FieldError naming --timeseries-csv when there is none or the file cannot be written)."""
+    if series is None:
+        raise FieldError("timeseries_csv", "this run has no time series: give --timeseries SECONDS or --profile")
+    try:
+        Path(path).write_text(series.to_csv(), encoding="utf-8")
+    except OSError as exc:
+        raise FieldError("timeseries_csv", f"cannot write {path}: {exc.strerror}") from None

@@ -56,6 +56,22 @@ def prediction_table(d: dict[str, Any]) -> str:
             lines.append(f"  {key:<28}{value:>8.3f}   {value / total * 100:5.1f}%")
     if d["in_flight"]:
         lines.append(f"in flight at end {d['in_flight']:.1f} requests per replication (not in the percentiles)")
+    if d.get("timeseries"):
+        lines += ["", *timeseries_table(d["timeseries"])]
     for w in d["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def timeseries_table(series: dict[str, Any]) -> list[str]:
+    """One line per window: offered and achieved rps, p50/p99, and the busiest component's utilisation."""
+    lines = [f"time series ({series['window_s']:g} s windows; utilisation of the busiest component)",
+             f"{'from s':>8}{'to s':>8}{'offered':>9}{'achieved':>10}{'p50 ms':>9}{'p99 ms':>9}  busiest"]
+    for w in series["windows"]:
+        util = w["utilization"]
+        top = max(util, key=lambda c: util[c] or 0.0) if util else None
+        offered = w["offered_rps"]
+        lines.append(f"{w['start_s']:>8.4g}{w['end_s']:>8.4g}{_f(offered, 0) if offered is not None else '-':>9}"
+                     f"{_f(w['achieved_rps'], 0):>10}{_f(w['p50_ms']):>9}{_f(w['p99_ms']):>9}  "
+                     + (f"{top} {util[top] * 100:.0f} %" if top is not None and util[top] is not None else "-"))
+    return lines
