@@ -11,6 +11,7 @@ they hold that were fitted come from :func:`fit_lowest_rate`, which reads only t
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -100,8 +101,11 @@ def replication_jobs(options: PredictOptions, index: int, settings: StudySetting
 
 
 def run_means(jobs: list[PredictOptions], processes: int | None) -> list[float]:
-    """Each job's mean latency (ms), in parallel processes when asked (fork, as meshsim factorial does)."""
-    if not processes or processes <= 1:
+    """Each job's mean latency (ms), in parallel processes (fork, as meshsim factorial does); ``processes`` None:
+    the machine's cores, up to 8 (``meshsim study run --processes``' default)."""
+    if processes is None:
+        processes = min(8, os.cpu_count() or 1)
+    if processes <= 1 or len(jobs) <= 1:
         return [_mean_ms(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_mean_ms, jobs))
