@@ -127,7 +127,8 @@ class IstioFeaturesStudy(Study):
             thesis_frame = design_frame({c: [v] for c, v in pub.items()}, feature)
             thesis_shares = influence_percent(thesis_frame)
             readings = label_assignments(thesis_frame, printed[feature])
-            factorial[feature] = {"table": f"Tabela {table}", "factors": list(FACTORS), "simulated": simulated.to_dict(),
+            factorial[feature] = {"table": f"Tabela {table}", "factors": list(FACTORS),
+                                  "simulated": simulated.to_dict(),
                                   "from_thesis_means": {r: round(v, 4) for r, v in thesis_shares.items()},
                                   "printed": printed[feature], "column_readings": readings}
             for row, share in printed[feature].items():
