@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from meshsim.errors import FieldError
+from meshsim.errors import FieldError, MeshsimError
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions
 
@@ -76,7 +76,12 @@ def load_study(name: str) -> Study:
     """The registered study ``name`` (an instance of the module's ``STUDY`` class)."""
     if name not in STUDY_MODULES:
         raise FieldError("study", f"unknown study {name!r}; known: {', '.join(STUDY_MODULES)}")
-    module = importlib.import_module(STUDY_MODULES[name])
+    try:
+        module = importlib.import_module(STUDY_MODULES[name])
+    except ModuleNotFoundError as exc:
+        if exc.name != STUDY_MODULES[name]:
+            raise
+        raise MeshsimError(f"study {name!r} is not part of this installation ({exc.name} missing)") from None
     study: Study = module.STUDY()
     return study
 

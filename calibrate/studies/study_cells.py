@@ -16,10 +16,11 @@ from typing import Any, Mapping
 
 ROLES = ("fit", "predicted")
 # Metrics a cell may carry; latency metrics are the ones the study's accuracy target is judged on.
-LATENCY_METRICS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "total_s", "per_request_ms")
-OTHER_METRICS = ("cpu_percent", "cpu_cores", "cpu_seconds", "memory_mb", "achieved_rps", "added_ms",
-                 "header_bytes", "influence_percent")
-OTHER_METRICS += ("balance_ratio",)  # grpc-lb: busiest / idlest replica's request rate (1 = perfect balance)
+LATENCY_METRICS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "total_s", "per_request_ms",
+                   "added_ms")  # added_ms: latency a component adds over an alternative (grpc-lb's proxy)
+OTHER_METRICS = ("cpu_percent", "cpu_cores", "cpu_seconds", "memory_mb", "achieved_rps", "header_bytes",
+                 "influence_percent",
+                 "balance_ratio")  # grpc-lb: busiest / idlest replica's request rate (1 = perfect balance)
 METRICS = LATENCY_METRICS + OTHER_METRICS
 
 
