@@ -65,6 +65,7 @@ class PredictOptions:
     saturation: bool = True  # search the saturation rate (costly; sweeps find it from the curve)
     max_events: float | None = None  # cost budget in station visits (None: RunSettings' default)
     time_limit_s: float | None = None  # wall-clock limit on adding replications (None: RunSettings' default)
+    engine: str | None = None  # 'fast' (compiled) or 'simpy' (reference); None: fast when it covers the request
 
     def with_changes(self, **changes: Any) -> "PredictOptions":
         return replace(self, **changes)
@@ -170,6 +171,7 @@ def build_settings(options: PredictOptions) -> RunSettings:
     settings = RunSettings(duration_s=options.duration_s, warmup_s=options.warmup_s,
                            replications=options.replications, seed=options.seed, precision=options.precision,
                            processes=options.processes, saturation_search=options.saturation,
+                           engine=options.engine,
                            **{k: getattr(options, k) for k in ("max_events", "time_limit_s")
                               if getattr(options, k) is not None})
     settings.validate()

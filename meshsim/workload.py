@@ -170,6 +170,7 @@ class RunSettings:
     # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
     max_events: float = 5e7
     time_limit_s: float | None = 60.0
+    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/fast_coverage.py)
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
@@ -186,6 +187,8 @@ class RunSettings:
             raise FieldError("processes", f"must be >= 1, got {self.processes}")
         if not 0 < self.max_events < math.inf:
             raise FieldError("max_events", f"must be > 0 and finite, got {self.max_events}")
+        if self.engine is not None and self.engine not in ("fast", "simpy"):
+            raise FieldError("engine", f"unknown engine {self.engine!r} (known: fast, simpy)")
         if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
             raise FieldError("time_limit_s", f"must be > 0 seconds and finite, got {self.time_limit_s}")
 

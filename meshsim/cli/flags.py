@@ -16,7 +16,7 @@ FIELD_FLAGS = {
     "mode": "--mode", "state_dir": "--state-dir", "plan": "--plan", "model": "--model",
     "sim_duration_s": "--sim-duration", "fail_above": "--fail-above", "html": "--html", "out": "--out",
     "rates": "--lab-rates", "payloads": "--lab-payloads", "max_events": "--max-events", "time_limit_s": "--time-limit",
-    "factors": "--factor",
+    "factors": "--factor", "engine": "--engine",
 }
 
 

@@ -88,6 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="stop adding replications after S seconds of wall clock and report the CI reached "
                         "(default 60)")
+    p.add_argument("--engine", choices=("fast", "simpy"), help="fast: the compiled (numba) engine; simpy: the "
+                   "reference engine (default: fast when it covers the scenario, else simpy with one line saying why)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -101,7 +103,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
         replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
-        max_events=args.max_events, time_limit_s=args.time_limit,
+        max_events=args.max_events, time_limit_s=args.time_limit, engine=args.engine,
     )
 
 

@@ -1,0 +1,460 @@
+"""The compiled engine's primitives (numba, cached on disk): random draws from pre-filled stream buffers, a node's
+cores, a CPU quota, a station visit, a proxy pass, a network hop, the balancers and the event heap.
+
+Each primitive is the line-by-line counterpart of the SimPy engine's (sim/stations.py, sim/components.py,
+sim/system.py, sim/balancing.py): same arithmetic, same order of bookings. The state is three flat arrays --
+``I`` (int64), ``F`` (float64) and ``B`` (the streams' buffers) -- holding tables (regions) whose offset and row
+width sit in I's header (:func:`at`, laid out by sim/fast_layout.py): few, homogeneous arguments keep numba's
+compile time in seconds and every call cheap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
+CORE_SLOTS = PRUNE_AT + 2
+QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
+CFS_PERIOD = 0.1
+LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
+
+# regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
+(R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
+ R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
+ R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF) = range(41)
+INT_REGIONS = tuple(range(R_FLAGS + 1))
+HEADER = 2 * 41
+
+# station columns (int / float)
+ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
+ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT = range(9)
+# proxy columns
+PX_STATION, PX_RR, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP = range(9)
+PX_FRACTION, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1, PX_WINSET = range(9)
+# flags (int) and global sums (float)
+G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES = range(7)
+FLAGS = 8
+GF_NET, GF_HOST = 0, 1
+# network columns
+NET_LOOP, NET_SAME, NET_CROSS, NET_CLIENT, NET_CLIENT_NODE, NET_PER_HOP, NET_PER_KB, NET_KERNEL = range(8)
+NETF_BANDWIDTH, NETF_PER_HOP, NETF_PER_KB = range(3)
+# balancer columns and policies
+BAL_N, BAL_POLICY, BAL_STREAM, BAL_NEXT = range(4)
+RR, RANDOM, LEAST, EWMA = range(4)
+
+
+@njit(cache=True)
+def at(I, region, row, col):
+    """Index of (row, col) of a region in its array (I or F)."""
+    return I[2 * region] + row * I[2 * region + 1] + col
+
+
+@njit(cache=True)
+def flag(I, k):
+    return I[I[2 * R_FLAGS] + k]
+
+
+@njit(cache=True)
+def draw(I, B, s):
+    """The next value of stream ``s`` (flags the refill when the stream runs low)."""
+    p = at(I, R_POS, s, 0)
+    i = I[p]
+    I[p] = i + 1
+    if i >= I[at(I, R_LIM, s, 0)]:
+        I[at(I, R_FLAGS, 0, G_LOW)] = 1
+    return B[s, i]
+
+
+@njit(cache=True)
+def recording(I):
+    return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
+
+
+@njit(cache=True)
+def node_run(I, F, node, start, work, now):
+    """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
+    if node < 0 or node >= I[at(I, R_FLAGS, 0, G_NODES)]:  # a node without declared cores: a core of its own
+        return start + work
+    if work <= 0.0:
+        return start
+    work *= F[at(I, R_SLOW, node, 0)]
+    width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
+    for core in range(I[at(I, R_NCORES, node, 0)]):
+        row = node * width + core
+        if F[at(I, R_NLAST, row, 0)] <= start:  # a core idle from `start` on (the first such core takes it)
+            end = start + work
+            F[at(I, R_NLAST, row, 0)] = end
+            if I[at(I, R_NCOUNT, row, 0)] >= PRUNE_AT:
+                _trim(I, F, row, now)
+            k = I[at(I, R_NCOUNT, row, 0)]
+            F[at(I, R_NSTART, row, k)] = start
+            F[at(I, R_NEND, row, k)] = end
+            I[at(I, R_NCOUNT, row, 0)] = k + 1
+            return end
+    return _fit(I, F, node, start, work, now)
+
+
+@njit(cache=True)
+def _first_after(F, base, n, t):
+    """bisect_right over the n sorted values at F[base:]."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if F[base + mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _fit(I, F, node, start, work, now):
+    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
+    width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
+    best_begin, best_row, best_index = np.inf, 0, 0
+    for core in range(I[at(I, R_NCORES, node, 0)]):
+        row = node * width + core
+        n = I[at(I, R_NCOUNT, row, 0)]
+        s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+        floor = F[at(I, R_NFLOOR, row, 0)]
+        t = start if start > floor else floor
+        index = _first_after(F, e0, n, t)
+        if index < n and F[s0 + index] - t < work - 1e-15:
+            t = F[e0 + index] if F[e0 + index] > t else t
+            index += 1
+            while index < n:
+                if F[s0 + index] - t >= work - 1e-15:
+                    break
+                t = F[e0 + index] if F[e0 + index] > t else t
+                index += 1
+        if t < best_begin:
+            best_begin, best_row, best_index = t, row, index
+            if t <= start:
+                break
+    row = best_row
+    n = I[at(I, R_NCOUNT, row, 0)]
+    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    end = best_begin + work
+    if best_index == n:
+        F[at(I, R_NLAST, row, 0)] = end
+    for k in range(n, best_index, -1):
+        F[s0 + k] = F[s0 + k - 1]
+        F[e0 + k] = F[e0 + k - 1]
+    F[s0 + best_index] = best_begin
+    F[e0 + best_index] = end
+    I[at(I, R_NCOUNT, row, 0)] = n + 1
+    if n + 1 > PRUNE_AT:
+        _trim(I, F, row, now)
+    return end
+
+
+@njit(cache=True)
+def _trim(I, F, row, now):
+    """Forget intervals that ended before now; of a long backlog keep the latest PRUNE_AT / 2 (NodeCores._trim)."""
+    n = I[at(I, R_NCOUNT, row, 0)]
+    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    gone = _first_after(F, e0, n, now)
+    if n - gone > PRUNE_AT // 2:
+        gone = n - PRUNE_AT // 2
+        f = at(I, R_NFLOOR, row, 0)
+        F[f] = max(F[f], F[e0 + gone - 1])
+    for k in range(n - gone):
+        F[s0 + k] = F[s0 + k + gone]
+        F[e0 + k] = F[e0 + k + gone]
+    I[at(I, R_NCOUNT, row, 0)] = n - gone
+
+
+@njit(cache=True)
+def quota_run(I, F, st, start, work):
+    """CpuQuota.run: at most the budget of CPU seconds per 100 ms period; work past it waits for the next one."""
+    budget = F[at(I, R_STF, st, ST_BUDGET)]
+    t, remaining = start, work
+    while remaining > 1e-12:
+        p = int(t // CFS_PERIOD)
+        period_end = (p + 1) * CFS_PERIOD
+        if period_end - t <= 1e-12:
+            p += 1
+            period_end = (p + 1) * CFS_PERIOD
+        tag, used = at(I, R_QTAG, st, p % QUOTA_RING), at(I, R_QUSED, st, p % QUOTA_RING)
+        if I[tag] != p:
+            I[tag] = p
+            F[used] = 0.0
+        available = budget - F[used]
+        if available <= 1e-12:
+            t = period_end
+            continue
+        take = min(remaining, available, period_end - t)
+        F[used] += take
+        t += take
+        remaining -= take
+    return t
+
+
+@njit(cache=True)
+def _cpu_run(I, F, st, start, work, now):
+    """Station._run / node.run: where the station's CPU comes from (quota and node, node, or its own cores)."""
+    node = I[at(I, R_STI, st, ST_NODE)]
+    if I[at(I, R_STI, st, ST_QUOTA)]:
+        finish = quota_run(I, F, st, start, work)
+        if node >= 0:
+            finish = max(finish, node_run(I, F, node, start, work, now))
+        return finish
+    return node_run(I, F, node, start, work, now)
+
+
+@njit(cache=True)
+def _pick(I, F, st, servers, now):
+    """Station._pick: the idle worker idle the shortest time (still warm), else the one that frees up first."""
+    base = at(I, R_FREE, st, 0)
+    best, best_free = -1, -np.inf
+    for i in range(servers):
+        f = F[base + i]
+        if best_free < f <= now:
+            best, best_free = i, f
+    if best >= 0:
+        return best
+    best = 0
+    for i in range(1, servers):
+        if F[base + i] < F[base + best]:
+            best = i
+    return best
+
+
+@njit(cache=True)
+def book(I, F, B, st, now, work, server, post, timed):
+    """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
+    servers = I[at(I, R_STI, st, ST_SERVERS)]
+    if server < 0:
+        server = 0 if servers == 1 else _pick(I, F, st, servers, now)
+    free_slot = at(I, R_FREE, st, server)
+    free = F[free_slot]
+    rec = recording(I)
+    wake_delay, wake_cpu = 0.0, 0.0
+    wake = I[at(I, R_STI, st, ST_WAKE)]
+    if wake >= 0 and free < now:
+        wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
+        if draw(I, B, wake) < -math.expm1(-(now - free) / F[at(I, R_STF, st, ST_TAU)]):
+            wake_delay = F[at(I, R_STF, st, ST_DELAY)]
+            wake_cpu += F[at(I, R_STF, st, ST_CPU)]
+            if rec:
+                I[at(I, R_STI, st, ST_COLD)] += 1
+    start = (now if free <= now else free) + wake_delay
+    held = work + wake_cpu
+    if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
+        finish = _cpu_run(I, F, st, start, held, now)
+        released = _cpu_run(I, F, st, finish, post, now) if post > 0 else finish
+    else:
+        finish = start + held
+        released = finish + post
+    F[free_slot] = released
+    if rec:
+        F[at(I, R_BUSY, st, server)] += held + post
+        I[at(I, R_STI, st, ST_JOBS)] += 1
+        if timed:
+            F[at(I, R_STF, st, ST_WAITED)] += start - wake_delay - now
+            F[at(I, R_STF, st, ST_WOKE)] += wake_delay + wake_cpu
+            F[at(I, R_STF, st, ST_WORKED)] += work
+            F[at(I, R_STF, st, ST_CPUWAIT)] += finish - start - work - wake_cpu
+    return finish
+
+
+@njit(cache=True)
+def _worker(I, F, B, px, conn):
+    """ProxyInstance.worker_for: a connection's worker, bound at its first pass (hash or round robin)."""
+    slot = at(I, R_BIND, px, conn)
+    worker = I[slot]
+    st = I[at(I, R_PXI, px, PX_STATION)]
+    if worker < 0:
+        servers = I[at(I, R_STI, st, ST_SERVERS)]
+        if I[at(I, R_PXI, px, PX_RR)]:
+            worker = I[at(I, R_PXI, px, PX_NEXT)] % servers
+            I[at(I, R_PXI, px, PX_NEXT)] += 1
+        else:
+            worker = min(int(draw(I, B, I[at(I, R_PXI, px, PX_BIND_STREAM)]) * servers), servers - 1)
+        I[slot] = worker
+        I[at(I, R_PXI, px, PX_BOUND)] += 1
+    return worker if I[at(I, R_STI, st, ST_PINNED)] else -1
+
+
+@njit(cache=True)
+def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
+    """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
+    work = draw(I, B, kind)
+    per_kb = F[at(I, R_PXF, px, PX_PER_KB)]
+    if per_kb != 0.0:
+        work += per_kb * nbytes / 1024.0
+    if handshake and I[at(I, R_PXI, px, PX_HS_STREAM)] >= 0:
+        work += draw(I, B, I[at(I, R_PXI, px, PX_HS_STREAM)])
+    uniform = I[at(I, R_PXI, px, PX_UNIFORM)]
+    post_work = 0.0
+    if last:
+        for j in range(I[at(I, R_PXI, px, PX_NPOST)]):
+            p = at(I, R_POST, px, 2 * j)
+            if F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]:
+                post_work += draw(I, B, int(F[p]))
+    cpu = work * F[at(I, R_PXF, px, PX_FRACTION)]
+    worker = _worker(I, F, B, px, conn)
+    departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True) + (work - cpu)
+    if recording(I):
+        F[at(I, R_PXF, px, PX_DELAYED)] += work - cpu
+    if last:
+        for j in range(I[at(I, R_PXI, px, PX_NEXP)]):
+            e = at(I, R_EXPORT, px, 3 * j)
+            if F[e + 2] >= 1.0 or draw(I, B, uniform) < F[e + 2]:
+                book(I, F, B, int(F[e]), departure, 0.0, -1, draw(I, B, int(F[e + 1])), False)
+    return departure
+
+
+@njit(cache=True)
+def hold(I, F, px, opened, closed):
+    """ProxyInstance.hold: a request held from ``opened`` to ``closed``, counted over the window."""
+    if F[at(I, R_PXF, px, PX_WINSET)] == 0.0:
+        return
+    start, end = F[at(I, R_PXF, px, PX_WIN0)], F[at(I, R_PXF, px, PX_WIN1)]
+    F[at(I, R_PXF, px, PX_AREA)] += max(0.0, min(closed, end) - max(opened, start))
+    if start <= opened < end:
+        F[at(I, R_PXF, px, PX_HOLDS)] += 1.0
+        F[at(I, R_PXF, px, PX_HELD)] += closed - opened
+
+
+@njit(cache=True)
+def _net(I, col):
+    return I[at(I, R_NETI, 0, col)]
+
+
+@njit(cache=True)
+def latency(I, F, B, src, dst, nbytes, loopback):
+    """NetworkDelays.loopback / hop: a one-way hop's delay (added to the network's total while recording)."""
+    if loopback:
+        delay = draw(I, B, _net(I, NET_LOOP))
+    else:
+        transfer = nbytes * 8.0 / F[at(I, R_NETF, 0, NETF_BANDWIDTH)]
+        client, client_node = _net(I, NET_CLIENT), _net(I, NET_CLIENT_NODE)
+        if client >= 0 and (src == client_node or dst == client_node):
+            delay = 0.5 * draw(I, B, client) + transfer
+        else:
+            delay = draw(I, B, _net(I, NET_SAME) if src == dst else _net(I, NET_CROSS)) + transfer
+    if recording(I):
+        F[at(I, R_GF, 0, GF_NET)] += delay
+    return delay
+
+
+@njit(cache=True)
+def round_trip(I, F, B, src, dst):
+    """NetworkDelays.round_trip."""
+    client, client_node = _net(I, NET_CLIENT), _net(I, NET_CLIENT_NODE)
+    if client >= 0 and (src == client_node or dst == client_node):
+        delay = draw(I, B, client)
+        if recording(I):
+            F[at(I, R_GF, 0, GF_NET)] += delay
+        return delay
+    return latency(I, F, B, src, dst, 0, False) + latency(I, F, B, dst, src, 0, False)
+
+
+@njit(cache=True)
+def _value(I, F, B, col, fcol):
+    s = _net(I, col)
+    return F[at(I, R_NETF, 0, fcol)] if s < 0 else draw(I, B, s)
+
+
+@njit(cache=True)
+def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
+    """System._hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
+    lat = latency(I, F, B, src, dst, nbytes, loopback)
+    if _net(I, NET_KERNEL) == 0:
+        return pending + lat
+    cpu = _value(I, F, B, NET_PER_HOP, NETF_PER_HOP) + _value(I, F, B, NET_PER_KB, NETF_PER_KB) * nbytes / 1024.0
+    t = now + pending
+    if src == dst:
+        after = node_run(I, F, src, t, cpu, now) + lat - now
+    else:
+        half = 0.5 * cpu
+        t = node_run(I, F, src, t, half, now) + lat
+        after = node_run(I, F, dst, t, half, now) - now
+    if recording(I):
+        F[at(I, R_GF, 0, GF_HOST)] += after - pending - lat
+    return after
+
+
+@njit(cache=True)
+def balance_start(I, F, B, b):
+    """Balancer.start: the replica a call goes to (round robin, random, least request or peak EWMA)."""
+    n, policy = I[at(I, R_BALI, b, BAL_N)], I[at(I, R_BALI, b, BAL_POLICY)]
+    i = 0
+    if n > 1:
+        stream = I[at(I, R_BALI, b, BAL_STREAM)]
+        if policy == RR:
+            i = I[at(I, R_BALI, b, BAL_NEXT)]
+            I[at(I, R_BALI, b, BAL_NEXT)] = (i + 1) % n
+        elif policy == RANDOM:
+            i = min(int(draw(I, B, stream) * n), n - 1)
+        else:  # two distinct random replicas (rng.choice(n, 2, replace=False))
+            a = min(int(draw(I, B, stream) * n), n - 1)
+            c = min(int(draw(I, B, stream) * (n - 1)), n - 2)
+            if c >= a:
+                c += 1
+            act_a, act_c = I[at(I, R_ACTIVE, b, a)], I[at(I, R_ACTIVE, b, c)]
+            if policy == LEAST:
+                i = a if act_a <= act_c else c
+            else:
+                cost_a = F[at(I, R_EWMA, b, a)] * (act_a + 1)
+                i = a if cost_a <= F[at(I, R_EWMA, b, c)] * (act_c + 1) else c
+    I[at(I, R_ACTIVE, b, i)] += 1
+    return i
+
+
+@njit(cache=True)
+def balance_done(I, F, b, i, seconds):
+    I[at(I, R_ACTIVE, b, i)] -= 1
+    if I[at(I, R_BALI, b, BAL_POLICY)] == EWMA:
+        e = at(I, R_EWMA, b, i)
+        F[e] = max(seconds, F[e] + 0.1 * (seconds - F[e]))
+
+
+@njit(cache=True)
+def _before(HT, HI, a, t, seq):
+    return HT[a] < t or (HT[a] == t and HI[a, 0] < seq)
+
+
+@njit(cache=True)
+def heap_push(I, HT, HI, t, entry):
+    """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
+    n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
+    n, seq = I[n_slot], I[seq_slot]
+    I[seq_slot] = seq + 1
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _before(HT, HI, parent, t, seq):
+            break
+        HT[i], HI[i, 0], HI[i, 1] = HT[parent], HI[parent, 0], HI[parent, 1]
+        i = parent
+    HT[i], HI[i, 0], HI[i, 1] = t, seq, entry
+    I[n_slot] = n + 1
+
+
+@njit(cache=True)
+def heap_pop(I, HT, HI):
+    """Pop the earliest entry (the caller has checked the heap is not empty)."""
+    n_slot = at(I, R_FLAGS, 0, G_HEAP_N)
+    entry = HI[0, 1]
+    n = I[n_slot] - 1
+    I[n_slot] = n
+    t, seq, e = HT[n], HI[n, 0], HI[n, 1]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(HT, HI, child + 1, HT[child], HI[child, 0]):
+            child += 1
+        if not _before(HT, HI, child, t, seq):
+            break
+        HT[i], HI[i, 0], HI[i, 1] = HT[child], HI[child, 0], HI[child, 1]
+        i = child
+    HT[i], HI[i, 0], HI[i, 1] = t, seq, e
+    return entry
