@@ -51,3 +51,15 @@ def choose_engine(requested: str | None, scenario: Scenario, workload: Workload)
     if missing is not None:
         return EngineChoice("simpy", f"engine: simpy (the fast engine does not cover {missing})")
     return EngineChoice("fast")
+
+
+def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: int, replication: int,
+                         engine: str | None = None):
+    """One replication on the engine :func:`choose_engine` picks (for simulation-based fits and probes)."""
+    if choose_engine(engine, scenario, workload).name == "fast":
+        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
+
+        return run_fast_replication(scenario, workload, horizon, seed, replication)
+    from meshsim.sim.engine import run_replication
+
+    return run_replication(scenario, workload, horizon, seed, replication)

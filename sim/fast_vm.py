@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from meshsim.sim.fast_kernels import (G_FREE_N, G_HEAP_N, G_LOW, G_RECORDING, PX_WIN0, PX_WIN1, PX_WINSET, R_CHN,
-                                      R_CHR, R_CHS, R_CHW, R_FKN, R_FKPC, R_FLAGS, R_GF, R_LOADF, R_LOADI, R_OPS,
-                                      R_PXF, R_RBAL, R_RPC, R_THF, R_THI, R_TLS, at, balance_done, balance_start,
-                                      book, draw, heap_pop, heap_push, hold, hop, node_run, proxy_pass, round_trip)
+from meshsim.sim.fast_kernels import (G_FREE_N, G_HEAP_N, G_LOW, G_RECORDING, G_STARTED, PX_WIN0, PX_WIN1,
+                                      PX_WINSET, R_CHN, R_CHR, R_CHS, R_CHW, R_FKN, R_FKPC, R_FLAGS, R_GF, R_LOADF,
+                                      R_LOADI, R_OPS, R_PXF, R_RBAL, R_RPC, R_THF, R_THI, R_TLS, at, balance_done,
+                                      balance_start, book, draw, heap_pop, heap_push, hold, hop, node_run,
+                                      proxy_pass, round_trip)
 
 (OP_YIELD, OP_HOP, OP_PASS, OP_HOLD, OP_COMPUTE, OP_TLS, OP_HS_RTT, OP_CALL, OP_CALL_END, OP_GOSUB, OP_RET,
  OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
@@ -387,6 +388,9 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
     low, heap_n, free_n, nlat = (at(I, R_FLAGS, 0, G_LOW), at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_FREE_N),
                                  _li(I, L_NLAT))
     kind = I[_li(I, L_KIND)]
+    if I[at(I, R_FLAGS, 0, G_STARTED)] == 0:  # one entry point: one compiled library to load from the cache
+        I[at(I, R_FLAGS, 0, G_STARTED)] = 1
+        start_load(I, F, B, HT, HI, TI, TF, FREE)
     while True:
         if I[low] == 1:
             return REFILL

@@ -34,6 +34,10 @@ from meshsim.sim.fast_coverage import EngineChoice, choose_engine
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 
 ENGINE = "simpy-fcfs/1"
+# Station visits per second of one core (sim/cost.py's unit), measured by tests/bench_engine.py on a shared 2-core
+# machine: they turn a cost estimate into seconds.
+SIMPY_VISITS_PER_S = 4e4
+FAST_VISITS_PER_S = 1e6
 
 
 @dataclass(frozen=True)
@@ -172,9 +176,11 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     choice = choose_engine(settings.engine, scenario, workload)
     if progress and choice.fallback:
         progress(choice.fallback)
-    if progress and cost.events > 1e5:  # above ~2-3 s of one core (sim/cost.py) a run says what it is about to do
-        progress(f"estimated cost: {cost.summary()}")
-    processes = settings.processes or _default_processes(choice)
+    speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
+    if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
+        progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "
+                 "engine before the precision target adds replications")
+    processes = settings.processes or _default_processes(choice, cost.events)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     results: list[ReplicationResult] = []
@@ -216,10 +222,19 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
-def _default_processes(choice: EngineChoice) -> int:
-    """The compiled engine runs a replication in tens of milliseconds: forking workers (each loading the compiled
-    code) costs more than it saves, so it runs in this process unless --processes asks otherwise."""
-    return 1 if choice.name == "fast" else min(os.cpu_count() or 1, 8)
+def _default_processes(choice: EngineChoice, events: float) -> int:
+    """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
+    than it saves, so it runs in this process; a long one (above ~1 s of one core) forks the workers after the
+    compiled code is loaded, so that they inherit it."""
+    cores = min(os.cpu_count() or 1, 8)
+    if choice.name != "fast":
+        return cores
+    if events < FAST_VISITS_PER_S or cores == 1:
+        return 1
+    from meshsim.sim.fast_engine import load_compiled
+
+    load_compiled()
+    return cores
 
 
 def _unstable(results: list[ReplicationResult]) -> bool:

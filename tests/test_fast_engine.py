@@ -182,3 +182,21 @@ def test_sequential_users_think_between_requests() -> None:
     assert result.achieved_rps == pytest.approx(1.0 / (mean + 0.05), rel=0.03)
     assert isinstance(request.workload.load, SequentialLoad)
     assert math.isfinite(mean)
+
+
+def test_cli_engine_flag_selects_and_reports_the_engine(capsys) -> None:
+    from meshsim.cli import main
+
+    quick = ["--topology", "single", "--rps", "200", "--duration", "0.5", "--replications", "2", "--json"]
+    for engine, label in (("fast", "fast-numba/1"), ("simpy", "simpy-fcfs/1")):
+        assert main(["predict", *quick, "--engine", engine]) == 0
+        assert json.loads(capsys.readouterr().out)["inputs"]["engine"] == label
+    assert main(["predict", *quick[:-1], "--load", "wrk2"]) == 0  # not covered: one line, then the SimPy engine
+    err = capsys.readouterr().err
+    assert [line.strip() for line in err.splitlines() if "engine:" in line] == [
+        "engine: simpy (the fast engine does not cover the wrk2 load generator (per-connection schedules and timer "
+        "ticks))"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", *quick, "--engine", "turbo"])
+    assert exit_info.value.code == 2
+    assert "--engine" in capsys.readouterr().err
