@@ -20,6 +20,9 @@ CORE_SLOTS = PRUNE_AT + 2
 QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
 CFS_PERIOD = 0.1
 LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
+# compiled once, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file); numpy's error
+# model: a division by zero gives inf instead of a checked exception on every division
+jit = njit(cache=True, error_model="numpy")
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
 (R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
@@ -47,18 +50,18 @@ BAL_N, BAL_POLICY, BAL_STREAM, BAL_NEXT = range(4)
 RR, RANDOM, LEAST, EWMA = range(4)
 
 
-@njit(cache=True)
+@jit
 def at(I, region, row, col):
     """Index of (row, col) of a region in its array (I or F)."""
     return I[2 * region] + row * I[2 * region + 1] + col
 
 
-@njit(cache=True)
+@jit
 def flag(I, k):
     return I[I[2 * R_FLAGS] + k]
 
 
-@njit(cache=True)
+@jit
 def draw(I, B, s):
     """The next value of stream ``s`` (flags the refill when the stream runs low)."""
     p = at(I, R_POS, s, 0)
@@ -69,12 +72,12 @@ def draw(I, B, s):
     return B[s, i]
 
 
-@njit(cache=True)
+@jit
 def recording(I):
     return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
 
 
-@njit(cache=True)
+@jit
 def node_run(I, F, node, start, work, now):
     """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
     if node < 0 or node >= I[at(I, R_FLAGS, 0, G_NODES)]:  # a node without declared cores: a core of its own
@@ -98,7 +101,7 @@ def node_run(I, F, node, start, work, now):
     return _fit(I, F, node, start, work, now)
 
 
-@njit(cache=True)
+@jit
 def _first_after(F, base, n, t):
     """bisect_right over the n sorted values at F[base:]."""
     lo, hi = 0, n
@@ -111,7 +114,7 @@ def _first_after(F, base, n, t):
     return lo
 
 
-@njit(cache=True)
+@jit
 def _fit(I, F, node, start, work, now):
     """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
@@ -152,7 +155,7 @@ def _fit(I, F, node, start, work, now):
     return end
 
 
-@njit(cache=True)
+@jit
 def _trim(I, F, row, now):
     """Forget intervals that ended before now; of a long backlog keep the latest PRUNE_AT / 2 (NodeCores._trim)."""
     n = I[at(I, R_NCOUNT, row, 0)]
@@ -168,7 +171,7 @@ def _trim(I, F, row, now):
     I[at(I, R_NCOUNT, row, 0)] = n - gone
 
 
-@njit(cache=True)
+@jit
 def quota_run(I, F, st, start, work):
     """CpuQuota.run: at most the budget of CPU seconds per 100 ms period; work past it waits for the next one."""
     budget = F[at(I, R_STF, st, ST_BUDGET)]
@@ -194,7 +197,7 @@ def quota_run(I, F, st, start, work):
     return t
 
 
-@njit(cache=True)
+@jit
 def _cpu_run(I, F, st, start, work, now):
     """Station._run / node.run: where the station's CPU comes from (quota and node, node, or its own cores)."""
     node = I[at(I, R_STI, st, ST_NODE)]
@@ -206,7 +209,7 @@ def _cpu_run(I, F, st, start, work, now):
     return node_run(I, F, node, start, work, now)
 
 
-@njit(cache=True)
+@jit
 def _pick(I, F, st, servers, now):
     """Station._pick: the idle worker idle the shortest time (still warm), else the one that frees up first."""
     base = at(I, R_FREE, st, 0)
@@ -224,7 +227,7 @@ def _pick(I, F, st, servers, now):
     return best
 
 
-@njit(cache=True)
+@jit
 def book(I, F, B, st, now, work, server, post, timed):
     """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
     servers = I[at(I, R_STI, st, ST_SERVERS)]
@@ -262,7 +265,7 @@ def book(I, F, B, st, now, work, server, post, timed):
     return finish
 
 
-@njit(cache=True)
+@jit
 def _worker(I, F, B, px, conn):
     """ProxyInstance.worker_for: a connection's worker, bound at its first pass (hash or round robin)."""
     slot = at(I, R_BIND, px, conn)
@@ -280,7 +283,7 @@ def _worker(I, F, B, px, conn):
     return worker if I[at(I, R_STI, st, ST_PINNED)] else -1
 
 
-@njit(cache=True)
+@jit
 def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
     """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
     work = draw(I, B, kind)
@@ -309,7 +312,7 @@ def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
     return departure
 
 
-@njit(cache=True)
+@jit
 def hold(I, F, px, opened, closed):
     """ProxyInstance.hold: a request held from ``opened`` to ``closed``, counted over the window."""
     if F[at(I, R_PXF, px, PX_WINSET)] == 0.0:
@@ -321,12 +324,12 @@ def hold(I, F, px, opened, closed):
         F[at(I, R_PXF, px, PX_HELD)] += closed - opened
 
 
-@njit(cache=True)
+@jit
 def _net(I, col):
     return I[at(I, R_NETI, 0, col)]
 
 
-@njit(cache=True)
+@jit
 def latency(I, F, B, src, dst, nbytes, loopback):
     """NetworkDelays.loopback / hop: a one-way hop's delay (added to the network's total while recording)."""
     if loopback:
@@ -343,7 +346,7 @@ def latency(I, F, B, src, dst, nbytes, loopback):
     return delay
 
 
-@njit(cache=True)
+@jit
 def round_trip(I, F, B, src, dst):
     """NetworkDelays.round_trip."""
     client, client_node = _net(I, NET_CLIENT), _net(I, NET_CLIENT_NODE)
@@ -355,13 +358,13 @@ def round_trip(I, F, B, src, dst):
     return latency(I, F, B, src, dst, 0, False) + latency(I, F, B, dst, src, 0, False)
 
 
-@njit(cache=True)
+@jit
 def _value(I, F, B, col, fcol):
     s = _net(I, col)
     return F[at(I, R_NETF, 0, fcol)] if s < 0 else draw(I, B, s)
 
 
-@njit(cache=True)
+@jit
 def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
     """System._hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
     lat = latency(I, F, B, src, dst, nbytes, loopback)
@@ -380,7 +383,7 @@ def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
     return after
 
 
-@njit(cache=True)
+@jit
 def balance_start(I, F, B, b):
     """Balancer.start: the replica a call goes to (round robin, random, least request or peak EWMA)."""
     n, policy = I[at(I, R_BALI, b, BAL_N)], I[at(I, R_BALI, b, BAL_POLICY)]
@@ -407,7 +410,7 @@ def balance_start(I, F, B, b):
     return i
 
 
-@njit(cache=True)
+@jit
 def balance_done(I, F, b, i, seconds):
     I[at(I, R_ACTIVE, b, i)] -= 1
     if I[at(I, R_BALI, b, BAL_POLICY)] == EWMA:
@@ -415,12 +418,12 @@ def balance_done(I, F, b, i, seconds):
         F[e] = max(seconds, F[e] + 0.1 * (seconds - F[e]))
 
 
-@njit(cache=True)
+@jit
 def _before(HT, HI, a, t, seq):
     return HT[a] < t or (HT[a] == t and HI[a, 0] < seq)
 
 
-@njit(cache=True)
+@jit
 def heap_push(I, HT, HI, t, entry):
     """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
     n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
@@ -437,7 +440,7 @@ def heap_push(I, HT, HI, t, entry):
     I[n_slot] = n + 1
 
 
-@njit(cache=True)
+@jit
 def heap_pop(I, HT, HI):
     """Pop the earliest entry (the caller has checked the heap is not empty)."""
     n_slot = at(I, R_FLAGS, 0, G_HEAP_N)

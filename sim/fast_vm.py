@@ -12,13 +12,12 @@ all state lives in arrays, so the loop simply continues where it was.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from meshsim.sim.fast_kernels import (G_FREE_N, G_HEAP_N, G_LOW, G_RECORDING, G_STARTED, PX_WIN0, PX_WIN1,
                                       PX_WINSET, R_CHN, R_CHR, R_CHS, R_CHW, R_FKN, R_FKPC, R_FLAGS, R_GF, R_LOADF,
                                       R_LOADI, R_OPS, R_PXF, R_RBAL, R_RPC, R_THF, R_THI, R_TLS, at, balance_done,
                                       balance_start, book, draw, heap_pop, heap_push, hold, hop, node_run,
-                                      proxy_pass, round_trip)
+                                      jit, proxy_pass, round_trip)
 
 (OP_YIELD, OP_HOP, OP_PASS, OP_HOLD, OP_COMPUTE, OP_TLS, OP_HS_RTT, OP_CALL, OP_CALL_END, OP_GOSUB, OP_RET,
  OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
@@ -44,17 +43,17 @@ DONE, REFILL, GROW = range(3)
 MARGIN = 64  # free tokens, heap slots and latency slots an event may use at most
 
 
-@njit(cache=True)
+@jit
 def _li(I, col):
     return at(I, R_LOADI, 0, col)
 
 
-@njit(cache=True)
+@jit
 def _lf(I, col):
     return at(I, R_LOADF, 0, col)
 
 
-@njit(cache=True)
+@jit
 def _alloc(I, TI, TF, FREE, kind, conn, owner, pc, parent, sent):
     n_slot = at(I, R_FLAGS, 0, G_FREE_N)
     I[n_slot] -= 1
@@ -65,14 +64,14 @@ def _alloc(I, TI, TF, FREE, kind, conn, owner, pc, parent, sent):
     return tok
 
 
-@njit(cache=True)
+@jit
 def _release(I, FREE, tok):
     n_slot = at(I, R_FLAGS, 0, G_FREE_N)
     FREE[I[n_slot]] = tok
     I[n_slot] += 1
 
 
-@njit(cache=True)
+@jit
 def _push_frame(TI, TF, tok, ret_pc, bal, idx, sent):
     sp = TI[tok, T_SP]
     c, f = T_FRAMES + 4 * sp, TF_FRAMES + 4 * sp
@@ -81,7 +80,7 @@ def _push_frame(TI, TF, tok, ret_pc, bal, idx, sent):
     TI[tok, T_SP] = sp + 1
 
 
-@njit(cache=True)
+@jit
 def _call(I, F, B, TI, TF, tok, route, now, pc):
     """System.call's start: the balancer picks the replica, a frame remembers where to come back."""
     b = I[at(I, R_RBAL, route, 0)]
@@ -90,7 +89,7 @@ def _call(I, F, B, TI, TF, tok, route, now, pc):
     return I[at(I, R_RPC, route, idx)]
 
 
-@njit(cache=True)
+@jit
 def _path_op(I, F, B, TI, TF, tok, o, now):
     """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``o``: the op's index)."""
     code = I[o]
@@ -125,7 +124,7 @@ def _path_op(I, F, B, TI, TF, tok, o, now):
     TF[tok, TF_PENDING] = pending
 
 
-@njit(cache=True)
+@jit
 def _client_pre(I, F, B, TF, tok, o, now):
     """System.client_request's start: the load generator's overhead and CPU per call on the client's node."""
     pending = draw(I, B, I[o + 1]) if I[o + 1] >= 0 else 0.0
@@ -140,7 +139,7 @@ def _client_pre(I, F, B, TF, tok, o, now):
     TF[tok, TF_PENDING] = pending
 
 
-@njit(cache=True)
+@jit
 def _choose(I, F, B, table):
     """System._choose: a weighted draw among the step's services; returns the route to call."""
     u = draw(I, B, I[at(I, R_CHS, table, 0)])
@@ -153,7 +152,7 @@ def _choose(I, F, B, table):
     return I[at(I, R_CHR, table, n - 1)]
 
 
-@njit(cache=True)
+@jit
 def _fork(I, HT, HI, TI, TF, FREE, tok, table, now):
     """Parallel: one branch token per service, all starting now; the parent waits for the last one."""
     n = I[at(I, R_FKN, table, 0)]
@@ -163,7 +162,20 @@ def _fork(I, HT, HI, TI, TF, FREE, tok, table, now):
     TI[tok, T_WAIT] = n
 
 
-@njit(cache=True)
+@jit
+def _runs_next(I, F, HT, TI, FREE, LAT, t):
+    """Whether a token due at ``t`` is the next event: strictly before the heap's earliest and the window's next
+    change, and the loop would not stop first to refill a stream or grow its tables."""
+    n = I[at(I, R_FLAGS, 0, G_HEAP_N)]
+    if n > 0 and HT[0] <= t:
+        return False
+    if t >= _control_time(I, F) or I[at(I, R_FLAGS, 0, G_LOW)] == 1:
+        return False
+    return (I[at(I, R_FLAGS, 0, G_FREE_N)] >= MARGIN and n + MARGIN <= HT.shape[0]
+            and I[_li(I, L_NLAT)] + MARGIN <= LAT.shape[0])
+
+
+@jit
 def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
     """Run token ``tok`` at time ``now`` until it waits, forks, or ends."""
     while True:
@@ -175,8 +187,11 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             pending = TF[tok, TF_PENDING]
             if pending > 0:
                 TF[tok, TF_PENDING] = 0.0
-                heap_push(I, HT, HI, now + pending, tok)
-                return
+                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending):
+                    heap_push(I, HT, HI, now + pending, tok)
+                    return
+                now += pending  # nothing else happens before: go on without the heap (same order of events)
+                F[_lf(I, LF_NOW)] = now
         elif code == OP_CALL:
             TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, I[o + 1], now, pc)
         elif code == OP_CHOOSE:
@@ -218,7 +233,7 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
 
 # -- load generators ----------------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@jit
 def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
     """A request's answer is back at the client: record it (timed calls) and let its load generator go on."""
     kind, owner, sent = TI[tok, T_KIND], TI[tok, T_OWNER], TF[tok, TF_SENT]
@@ -238,7 +253,7 @@ def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
         heap_push(I, HT, HI, now + draw(I, B, I[at(I, R_THI, owner, TH_STREAM)]), -2 - owner)
 
 
-@njit(cache=True)
+@jit
 def _send(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now):
     """client_request: a new timed request, run at once (the caller is not inside another token's step)."""
     I[_li(I, L_STARTED)] += 1
@@ -246,7 +261,7 @@ def _send(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now):
     step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
 
 
-@njit(cache=True)
+@jit
 def _warm_done(I, F, HT, HI, TI, TF, FREE, tid, now):
     """fortio's warm-up call of thread ``tid`` is back: the next one (sequential), or the timed run starts."""
     left = _li(I, L_WARM_LEFT)
@@ -258,7 +273,7 @@ def _warm_done(I, F, HT, HI, TI, TF, FREE, tid, now):
         _open_window(I, F, HT, HI, now)
 
 
-@njit(cache=True)
+@jit
 def _open_window(I, F, HT, HI, now):
     """The load's timed run starts now: measure from now + warm-up; start the fortio threads."""
     F[_lf(I, LF_ORIGIN)] = now
@@ -271,7 +286,7 @@ def _open_window(I, F, HT, HI, now):
             heap_push(I, HT, HI, now, -2 - tid)
 
 
-@njit(cache=True)
+@jit
 def _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, now):
     """_fortio_thread: the thread starts (uniform offset), or wakes from its pacing sleep and sends."""
     if I[at(I, R_THI, tid, TH_STATE)] == 0:
@@ -291,13 +306,13 @@ def _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, now):
     _send(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, tid, now)
 
 
-@njit(cache=True)
+@jit
 def _thread_ends(I, F, now):
     F[_lf(I, LF_MAX_END)] = max(F[_lf(I, LF_MAX_END)], now)
     I[_li(I, L_ENDS)] += 1
 
 
-@njit(cache=True)
+@jit
 def _fortio_next(I, F, B, HT, HI, tid, now):
     """After a call: fortio's pacing (target time of call i, catch-up or -nocatchup, -jitter)."""
     n = I[_li(I, L_CALLS)]
@@ -320,18 +335,19 @@ def _fortio_next(I, F, B, HT, HI, tid, now):
         return
 
 
-@njit(cache=True)
+@jit
 def _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now):
     """An open load's Poisson arrival: a request on a random connection, and the next arrival."""
     if now >= F[_lf(I, LF_DURATION)]:
         return
     connections = I[_li(I, L_CONNECTIONS)]
     conn = min(int(draw(I, B, I[_li(I, L_CONN_STREAM)]) * connections), connections - 1)
-    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -1, conn, now)
+    # the next arrival first: the request may run on past the current time (step's no-heap path) only up to it
     heap_push(I, HT, HI, now + draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
+    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -1, conn, now)
 
 
-@njit(cache=True)
+@jit
 def start_load(I, F, B, HT, HI, TI, TF, FREE):
     """Time 0: fortio's warm-up calls (or its timed run), the first arrival, or every user's first request."""
     kind, mode, threads = I[_li(I, L_KIND)], I[_li(I, L_WARM_MODE)], I[_li(I, L_THREADS)]
@@ -351,7 +367,7 @@ def start_load(I, F, B, HT, HI, TI, TF, FREE):
 
 # -- the loop -----------------------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@jit
 def _control_time(I, F):
     """When the measurement window next changes (after the warm-up, at its end, after the drain)."""
     phase, origin = I[_li(I, L_PHASE)], F[_lf(I, LF_ORIGIN)]
@@ -364,7 +380,7 @@ def _control_time(I, F):
     return np.inf
 
 
-@njit(cache=True)
+@jit
 def _control(I, F, t, proxies):
     """engine.run_replication's window: recording and hold windows on, off, and the end of the drain."""
     phase = I[_li(I, L_PHASE)]
@@ -382,7 +398,7 @@ def _control(I, F, t, proxies):
     F[_lf(I, LF_NOW)] = t
 
 
-@njit(cache=True)
+@jit
 def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
     """Process events until the drain ends (DONE), a stream runs low (REFILL) or room runs short (GROW)."""
     low, heap_n, free_n, nlat = (at(I, R_FLAGS, 0, G_LOW), at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_FREE_N),

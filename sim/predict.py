@@ -180,7 +180,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
         progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "
                  "engine before the precision target adds replications")
-    processes = settings.processes or _default_processes(choice, cost.events)
+    processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     results: list[ReplicationResult] = []
@@ -222,14 +222,15 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
-def _default_processes(choice: EngineChoice, events: float) -> int:
+def _default_processes(choice: EngineChoice, events: float, until_precise: bool) -> int:
     """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
-    than it saves, so it runs in this process; a long one (above ~1 s of one core) forks the workers after the
+    than it saves, so it runs in this process. A long one (above ~1 s of one core, or above ~0.2 s when the p99's
+    precision decides the count: near saturation that takes tens of replications) forks the workers after the
     compiled code is loaded, so that they inherit it."""
     cores = min(os.cpu_count() or 1, 8)
     if choice.name != "fast":
         return cores
-    if events < FAST_VISITS_PER_S or cores == 1:
+    if cores == 1 or events < (0.2 if until_precise else 1.0) * FAST_VISITS_PER_S:
         return 1
     from meshsim.sim.fast_engine import load_compiled
 
