@@ -1,5 +1,5 @@
 """One replication on the compiled engine: the same Scenario and Workload as sim/engine.py, the same named random
-streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_vm.py).
+streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py).
 
 The SimPy engine stays the reference: this module builds the SimPy ``System`` (the wiring, the samplers), lowers it
 (sim/fast_program.py), runs the compiled loop, then writes the counters back into the System's stations and proxies
@@ -14,7 +14,7 @@ from meshsim.distributions import Exponential
 from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload
 from meshsim.sim import fast_kernels as K
-from meshsim.sim import fast_vm as V
+from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine import Horizon, ReplicationResult, _usage, time_breakdown
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,

@@ -2,7 +2,7 @@
 
 The SimPy engine's wiring (sim/system.py) is the single source of truth for who calls whom through which proxy on
 which node: the compiled engine reads the built ``System`` (its stations, proxies, routes, samplers) and lowers the
-request logic of ``System.client_request`` / ``call`` / ``handle`` to a program of ops (sim/fast_vm.py), one block
+request logic of ``System.client_request`` / ``call`` / ``handle`` to a program of ops (sim/fast_kernels.py), one block
 per (caller, service, replica) and one per replica's handler. Random numbers come from the very samplers the
 SimPy engine would use, refilled batch by batch in the same order (sim/streams.py): same names, same seeds.
 """
@@ -16,7 +16,7 @@ import numpy as np
 
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim import fast_kernels as K
-from meshsim.sim import fast_vm as V
+from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.components import ProxyInstance
 from meshsim.sim.stations import Station
 from meshsim.sim.streams import BATCH, Sampler
