@@ -30,19 +30,22 @@ AUTO_RANGE_FACTOR = 1.1  # an automatic range ends just past the first saturatio
 
 @dataclass(frozen=True)
 class PointSettings:
-    """Run settings for interactive points: few, short replications (the CLI's defaults aim at 5 % CIs)."""
+    """Run settings for interactive points: the CLI's precision (replications until the p99's 95 % CI is within
+    5 %, at the compiled engine's speed: sim/fast_engine.py), bounded per point in cost and wall time. A fixed
+    ``replications`` count runs exactly that many instead."""
 
-    replications: int = 3
-    requests_per_replication: int = 1000
+    replications: int | None = None
+    precision: float = 0.05
+    requests_per_replication: int = 5000
     min_duration_s: float = 0.5
     max_duration_s: float = 20.0
     coarse_points: int = 5
     fine_points: int = 13  # (fine - 1) is a multiple of (coarse - 1): the fine grid contains the coarse one
     # One point's cost bound, so no request holds the server for long: a point estimated above max_events station
-    # visits is refused before simulating (sim/cost.py; at 30,000-65,000 visits/s on a shared 2-core machine,
-    # 5e5 is 8-17 s, e.g. chain20 with istio at 1000 requests x 3 replications is 4.2e5, chain40 8.4e5), and no
-    # replication starts after time_limit_s.
-    max_events: float = 5e5
+    # visits is refused before simulating (sim/cost.py; the compiled engine books ~1e6 visits/s on a shared 2-core
+    # machine, so 5e6 is ~5 s: chain20 with istio at 5000 requests x 4 replications is 2e6), and no replication
+    # starts after time_limit_s.
+    max_events: float = 5e6
     time_limit_s: float = 3.0
 
     def __post_init__(self) -> None:
@@ -170,7 +173,7 @@ class Sweeper:
                 load=scenario.load, connections=scenario.connections, payload_bytes=scenario.payload_bytes,
                 proxy_workers=scenario.proxy_workers, proxy_cpu_limit=scenario.proxy_cpu_limit,
                 duration_s=self.settings.duration_s(rate), replications=self.settings.replications,
-                seed=scenario.seed, precision=None,
+                seed=scenario.seed, precision=None if self.settings.replications else self.settings.precision,
                 max_events=self.settings.max_events, time_limit_s=self.settings.time_limit_s,
                 processes=1,  # no process pool forked from a threaded web server
                 saturation=self._searches_saturation(scenario, rate),  # the search costs more than the point

@@ -66,6 +66,7 @@ class PredictOptions:
     max_events: float | None = None  # cost budget in station visits (None: RunSettings' default)
     time_limit_s: float | None = None  # wall-clock limit on adding replications (None: RunSettings' default)
     timeseries_s: float | None = None  # window of the time series (None: a profile gets a default, else none)
+    engine: str | None = None  # 'fast' (compiled) or 'simpy' (reference); None: fast when it covers the request
 
     def with_changes(self, **changes: Any) -> "PredictOptions":
         return replace(self, **changes)
@@ -172,6 +173,7 @@ def build_settings(options: PredictOptions) -> RunSettings:
                            replications=options.replications, seed=options.seed, precision=options.precision,
                            processes=options.processes, saturation_search=options.saturation,
                            timeseries_s=options.timeseries_s,
+                           engine=options.engine,
                            **{k: getattr(options, k) for k in ("max_events", "time_limit_s")
                               if getattr(options, k) is not None})
     settings.validate()

@@ -195,6 +195,7 @@ class RunSettings:
     # Window of the latency/rate/CPU time series in seconds; None: a rate profile gets one with a window chosen from
     # its length (sim/window_series.py), a constant load none.
     timeseries_s: float | None = None
+    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/fast_coverage.py)
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
@@ -211,6 +212,8 @@ class RunSettings:
             raise FieldError("processes", f"must be >= 1, got {self.processes}")
         if not 0 < self.max_events < math.inf:
             raise FieldError("max_events", f"must be > 0 and finite, got {self.max_events}")
+        if self.engine is not None and self.engine not in ("fast", "simpy"):
+            raise FieldError("engine", f"unknown engine {self.engine!r} (known: fast, simpy)")
         if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
             raise FieldError("time_limit_s", f"must be > 0 seconds and finite, got {self.time_limit_s}")
         if self.timeseries_s is not None and not 0 < self.timeseries_s < math.inf:

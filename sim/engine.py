@@ -176,6 +176,42 @@ def wire_bytes(system: System, requests: int) -> dict[str, float]:
             "entry_request": float(system.entry_request_bytes)}
 
 
+def expected_wire_bytes(system: System) -> dict[str, float]:
+    """:func:`wire_bytes` as expected values from the call graph (a Choose step weighs its branches): for an engine
+    that does not count the bytes of each call (the compiled one). Every call of a meshed scenario carries the
+    mesh's headers, as in :meth:`System.call`."""
+    from meshsim.topology import Call, Choose, Parallel
+
+    scenario = system.scenario
+    topo = scenario.topology
+    header = system.header_bytes if scenario.meshed else 0
+    done: dict[str, tuple[float, float]] = {}
+
+    def below(name: str) -> tuple[float, float]:  # request and response bytes of the calls one visit makes
+        if name not in done:
+            req = resp = 0.0
+            for step in topo.services[name].handler:
+                callees: list[tuple[str, float]] = []
+                if isinstance(step, Call):
+                    callees = [(step.service, 1.0)]
+                elif isinstance(step, Parallel):
+                    callees = [(s, 1.0) for s in step.services]
+                elif isinstance(step, Choose):
+                    total = sum(step.weights)
+                    callees = [(s, w / total) for s, w in zip(step.services, step.weights)]
+                for callee, weight in callees:
+                    sub_req, sub_resp = below(callee)
+                    req += weight * (topo.services[callee].request_bytes + header + sub_req)
+                    resp += weight * (topo.services[callee].response_bytes + sub_resp)
+            done[name] = (req, resp)
+        return done[name]
+
+    entry = topo.services[topo.entry]
+    req, resp = below(topo.entry)
+    return {"request": entry.request_bytes + header + req, "response": entry.response_bytes + resp,
+            "entry_request": float(entry.request_bytes + header)}
+
+
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
     usage: dict[str, ComponentUsage] = {}
     open_load = isinstance(system.workload.load, OpenLoad)  # its connection ids are nominal (memory counts the pool)

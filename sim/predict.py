@@ -30,10 +30,15 @@ from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
+from meshsim.sim.fast_coverage import EngineChoice, choose_engine
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
+# Station visits per second of one core (sim/cost.py's unit), measured by tests/bench_engine.py on a shared 2-core
+# machine: they turn a cost estimate into seconds.
+SIMPY_VISITS_PER_S = 4e4
+FAST_VISITS_PER_S = 1e6
 
 
 @dataclass(frozen=True)
@@ -136,8 +141,13 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
 
 
-def _run_one(args: tuple[Scenario, Workload, Horizon, int, int]) -> ReplicationResult:
-    return run_replication(*args)
+def _run_one(args: tuple[Scenario, Workload, Horizon, int, int, str]) -> ReplicationResult:
+    *job, engine = args
+    if engine == "fast":
+        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
+
+        return run_fast_replication(*job)
+    return run_replication(*job)
 
 
 def _pool(processes: int) -> ProcessPoolExecutor | None:
@@ -147,7 +157,7 @@ def _pool(processes: int) -> ProcessPoolExecutor | None:
                                initializer=reset_interrupts_in_child)
 
 
-def _replicate(pool: ProcessPoolExecutor | None, jobs: list[tuple[Scenario, Workload, Horizon, int, int]],
+def _replicate(pool: ProcessPoolExecutor | None, jobs: list[tuple[Scenario, Workload, Horizon, int, int, str]],
                ) -> list[ReplicationResult]:
     if pool is None:
         return [_run_one(j) for j in jobs]
@@ -177,9 +187,14 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     started = time.perf_counter()
     horizon = horizon_for(workload.load, settings)
     cost = check_budget(scenario, workload, settings, horizon, settings.max_events)
-    if progress and cost.events > 1e5:  # above ~2-3 s of one core (sim/cost.py) a run says what it is about to do
-        progress(f"estimated cost: {cost.summary()}")
-    processes = settings.processes or min(os.cpu_count() or 1, 8)
+    choice = choose_engine(settings.engine, scenario, workload, series=bool(horizon.series_s))
+    if progress and choice.fallback:
+        progress(choice.fallback)
+    speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
+    if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
+        progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "
+                 "engine before the precision target adds replications")
+    processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     results: list[ReplicationResult] = []
@@ -189,7 +204,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
         batch = first
         while True:
             batch_started = time.perf_counter()
-            jobs = [(scenario, workload, horizon, settings.seed, len(results) + i) for i in range(batch)]
+            jobs = [(scenario, workload, horizon, settings.seed, len(results) + i, choice.name) for i in range(batch)]
             done = _replicate(pool, jobs)
             results.extend(done)
             now = time.perf_counter()
@@ -217,8 +232,24 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     finally:
         if pool is not None:
             pool.shutdown()
-    prediction = _summarise(request, horizon, results, started, progress)
+    prediction = _summarise(request, horizon, results, started, progress, choice)
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
+
+
+def _default_processes(choice: EngineChoice, events: float, until_precise: bool) -> int:
+    """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
+    than it saves, so it runs in this process. A long one (above ~1 s of one core, or above ~0.2 s when the p99's
+    precision decides the count: near saturation that takes tens of replications) forks the workers after the
+    compiled code is loaded, so that they inherit it."""
+    cores = min(os.cpu_count() or 1, 8)
+    if choice.name != "fast":
+        return cores
+    if cores == 1 or events < (0.2 if until_precise else 1.0) * FAST_VISITS_PER_S:
+        return 1
+    from meshsim.sim.fast_engine import load_compiled
+
+    load_compiled()
+    return cores
 
 
 def _unstable(results: list[ReplicationResult]) -> bool:
@@ -226,7 +257,7 @@ def _unstable(results: list[ReplicationResult]) -> bool:
 
 
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
-               progress: Progress | None) -> Prediction:
+               progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
     per_rep = [latency_summary(r.latencies) for r in results]
     latency = {k: t_interval([s[k] for s in per_rep]) for k in LATENCY_KEYS}
@@ -260,7 +291,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if progress:
             progress("searching the saturation rate")
         deadline = started + settings.time_limit_s if settings.time_limit_s else math.inf
-        saturation = find_saturation(scenario, workload, settings, results, util, deadline=deadline)
+        saturation = find_saturation(scenario, workload, replace(settings, engine=choice.name), results, util,
+                                     deadline=deadline)
         if time.perf_counter() > deadline:
             warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search: "
                             f"its estimate ({saturation:.0f} rps) may be off by more than 3 %")
@@ -272,7 +304,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         warnings.append(f"saturated: offered {load.rps:g} rps is above the capacity of {saturation:.0f} rps; "
                         f"achieved rps reports the capacity (the window completed {achieved.value:.0f} rps)")
         achieved = Estimate(saturation, float("nan"), float("nan"))
-    inputs = _inputs(scenario, workload, settings, horizon, len(results))
+    inputs = _inputs(scenario, workload, settings, horizon, len(results), choice)
     breakdown = {k: float(np.mean([r.breakdown.get(k, 0.0) for r in results])) for k in BREAKDOWN_KEYS} \
         if results else {}
     wire = {k: float(np.mean([r.wire_bytes.get(k, 0.0) for r in results])) for k in results[0].wire_bytes} \
@@ -343,13 +375,14 @@ def _hottest_at(scenario: Scenario, workload: Workload, settings: RunSettings, r
     (at least 20 ms: at very high rates a fixed floor in seconds would make the probe cost millions of events)."""
     probe = Workload(OpenLoad(rate, connections), workload.keepalive, workload.tls)
     duration = max(requests / rate, 0.02)
-    result = run_replication(scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
-                             replication)
+    engine = choose_engine(settings.engine, scenario, probe).name  # the probe runs where the prediction ran
+    result = _run_one((scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
+                       replication, engine))
     return max((u.hottest for u in result.usage.values()), default=0.0)
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
-            replications: int) -> dict[str, Any]:
+            replications: int, choice: EngineChoice = EngineChoice("simpy")) -> dict[str, Any]:
     load = workload.load
     load_dict: dict[str, Any] = {"model": type(load).__name__}
     for key, value in asdict(load).items():
@@ -360,7 +393,8 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
     topo, mesh = scenario.topology, scenario.mesh
     return {
         "meshsim_version": __version__,
-        "engine": ENGINE,
+        "engine": choice.label,
+        **({"engine_fallback": choice.fallback} if choice.fallback else {}),
         "topology": {"name": topo.name, "file": topo.origin, "content_hash": topo.content_hash},
         "mesh": {"name": mesh.name, "file": mesh.origin, "content_hash": mesh.content_hash,
                  "proxy_workers": mesh.proxy.workers if mesh.proxy else None,

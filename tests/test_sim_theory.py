@@ -14,6 +14,7 @@ import simpy
 
 from meshsim.distributions import Deterministic, Exponential, LogNormal
 from meshsim.sim.engine import Horizon, run_replication
+from meshsim.sim.fast_engine import run_fast_replication
 from meshsim.sim.loadgen import LoadTrace, open_arrivals
 from meshsim.sim.stats import t_interval
 from meshsim.sim.streams import Streams
@@ -23,11 +24,19 @@ from simkit import plain, station_topology, tandem_topology
 
 REPS = 8
 SEED = 20261122
+ENGINES = {"simpy": run_replication, "fast": run_fast_replication}
 
 
-def _means(scenario, rate: float, requests: int = 30000, stat=lambda r: float(np.mean(r.latencies))):
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request):
+    """Every theory check runs on both engines: the SimPy reference and the compiled one."""
+    return ENGINES[request.param]
+
+
+def _means(scenario, rate: float, requests: int = 30000, stat=lambda r: float(np.mean(r.latencies)),
+           run=run_replication):
     duration = requests / rate
-    return [stat(run_replication(scenario, Workload(OpenLoad(rate)), Horizon(duration, 0.1 * duration), SEED, i))
+    return [stat(run(scenario, Workload(OpenLoad(rate)), Horizon(duration, 0.1 * duration), SEED, i))
             for i in range(REPS)]
 
 
@@ -39,9 +48,9 @@ def _assert_theory(values: list[float], theory: float, slack: float = 0.02) -> N
     assert est.half_width < 0.1 * theory
 
 
-def test_mm1_mean_sojourn():
+def test_mm1_mean_sojourn(engine):
     mu, lam = 1000.0, 800.0
-    values = _means(plain(station_topology(Exponential(1 / mu))), lam)
+    values = _means(plain(station_topology(Exponential(1 / mu))), lam, run=engine)
     _assert_theory(values, 1 / (mu - lam))
 
 
@@ -53,34 +62,35 @@ def erlang_c_wait(servers: int, lam: float, mu: float) -> float:
     return p_wait / (servers * mu - lam)
 
 
-def test_mmc_erlang_c():
+def test_mmc_erlang_c(engine):
     mu, lam, c = 1000.0, 2400.0, 3
-    values = _means(plain(station_topology(Exponential(1 / mu), servers=c)), lam)
+    values = _means(plain(station_topology(Exponential(1 / mu), servers=c)), lam, run=engine)
     _assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
 
 
 @pytest.mark.parametrize("service", [Deterministic(1e-3), LogNormal(math.log(0.8e-3), 0.8)],
                          ids=["M/D/1", "M/G/1-lognormal"])
-def test_mg1_pollaczek_khinchine(service):
+def test_mg1_pollaczek_khinchine(service, engine):
     lam = 0.75 / service.mean
     second_moment = service.variance + service.mean**2
     rho = lam * service.mean
     theory = service.mean + lam * second_moment / (2 * (1 - rho))
-    values = _means(plain(station_topology(service)), lam, requests=40000)
+    values = _means(plain(station_topology(service)), lam, requests=40000, run=engine)
     _assert_theory(values, theory, slack=0.03)
 
 
-def test_tandem_jackson_product_form():
+def test_tandem_jackson_product_form(engine):
     mus = [1000.0, 1250.0, 2000.0]
     lam = 700.0
-    values = _means(plain(tandem_topology([Exponential(1 / m) for m in mus])), lam)
+    values = _means(plain(tandem_topology([Exponential(1 / m) for m in mus])), lam, run=engine)
     _assert_theory(values, sum(1 / (m - lam) for m in mus))
 
 
-def test_utilisation_law():
+def test_utilisation_law(engine):
     mu, lam, c = 1000.0, 1500.0, 2
     scenario = plain(station_topology(Exponential(1 / mu), servers=c))
-    utils = _means(scenario, lam, requests=20000, stat=lambda r: r.usage["q/app"].cpu_seconds / r.busy_window / c)
+    utils = _means(scenario, lam, requests=20000, stat=lambda r: r.usage["q/app"].cpu_seconds / r.busy_window / c,
+                   run=engine)
     _assert_theory(utils, lam / mu / c)
 
 

@@ -54,7 +54,7 @@ def run_topology(run: Run, topology: Topology | None = None) -> Topology:
 
 def simulate_baseline(topology: Topology, run: Run, requests: int, seed: int) -> np.ndarray:
     """Latencies (s) of the run's fortio workload on ``topology`` without sidecars, about ``requests`` of them."""
-    from meshsim.sim.engine import run_replication
+    from meshsim.sim.fast_coverage import run_on_chosen_engine
     from meshsim.sim.predict import horizon_for
 
     load = run.manifest.load
@@ -68,7 +68,7 @@ def simulate_baseline(topology: Topology, run: Run, requests: int, seed: int) ->
         saturation=False)
     request = build_request(options)
     horizon = horizon_for(request.workload.load, request.settings)
-    return run_replication(request.scenario, request.workload, horizon, seed, 0).latencies
+    return run_on_chosen_engine(request.scenario, request.workload, horizon, seed, 0).latencies
 
 
 def target_of(run: Run, known: np.ndarray) -> QuantileTarget:

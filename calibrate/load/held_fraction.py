@@ -60,7 +60,8 @@ def burst_runs(runs: Sequence[Run]) -> list[Run]:
 
 def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], fraction: float, work: Path,
                      seed: int) -> list[float]:
-    from meshsim.sim.engine import Horizon, run_replication
+    from meshsim.sim.engine import Horizon
+    from meshsim.sim.fast_coverage import run_on_chosen_engine
 
     changed = {**model, "proxy": {**model["proxy"], "cpu_fraction": fraction}}
     means = []
@@ -68,7 +69,7 @@ def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], fraction: fl
         setup = replay_setup(changed, run, work, MAX_REQUESTS)
         assert setup is not None  # burst_runs() keeps only sidecar runs with a rate
         scenario, workload, duration = setup
-        result = run_replication(scenario, workload, Horizon(duration, 0.0), seed, 0)
+        result = run_on_chosen_engine(scenario, workload, Horizon(duration, 0.0), seed, 0)
         means.append(float(result.latencies.mean()) if result.latencies.size else math.nan)
     return means
 

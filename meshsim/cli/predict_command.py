@@ -97,6 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--timeseries", type=float, metavar="SECONDS", help="also report latency, rate and CPU per "
                    "window of SECONDS (default with --profile: about 36 windows over the profile; else none)")
     p.add_argument("--timeseries-csv", metavar="FILE", help="write the time series as CSV, one row per window")
+    p.add_argument("--engine", choices=("fast", "simpy"), help="fast: the compiled (numba) engine; simpy: the "
+                   "reference engine (default: fast when it covers the scenario, else simpy with one line saying why)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -111,6 +113,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
         replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
         max_events=args.max_events, time_limit_s=args.time_limit, timeseries_s=args.timeseries,
+        engine=args.engine,
     )
 
 

@@ -1,0 +1,69 @@
+"""Which engine runs a request: the compiled one when it covers every mechanism of the scenario and workload, else
+the SimPy reference engine, with one line naming the first mechanism the compiled engine lacks.
+
+Kept free of numba and of the compiled modules, so that choosing costs no import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshsim.errors import FieldError
+from meshsim.scenario import Scenario
+from meshsim.workload import OpenLoad, Workload, Wrk2Load
+
+ENGINES = ("fast", "simpy")
+SIMPY_ENGINE = "simpy-fcfs/1"
+FAST_ENGINE = "fast-numba/1"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine that runs (``fast`` or ``simpy``) and, when the fast one could not, why (one line)."""
+
+    name: str
+    fallback: str = ""
+
+    @property
+    def label(self) -> str:
+        """The engine's name and version as ``inputs.engine`` reports it."""
+        return FAST_ENGINE if self.name == "fast" else SIMPY_ENGINE
+
+
+def uncovered_mechanism(scenario: Scenario, workload: Workload, series: bool = False) -> str | None:
+    """The first mechanism of the request the compiled engine does not execute (None: it covers them all);
+    ``series``: a time series per window is asked for."""
+    load = workload.load
+    if series:
+        return "the time series per window (sent times and sampled busy time)"
+    if isinstance(load, Wrk2Load):
+        return "the wrk2 load generator (per-connection schedules and timer ticks)"
+    if isinstance(load, OpenLoad) and load.profile is not None:
+        return "a time-varying rate profile (thinned Poisson arrivals)"
+    del scenario  # every scenario mechanism is lowered (sim/fast_program.py)
+    return None
+
+
+def choose_engine(requested: str | None, scenario: Scenario, workload: Workload,
+                  series: bool = False) -> EngineChoice:
+    """``requested``: 'fast', 'simpy' or None (fast when it covers the request)."""
+    if requested is not None and requested not in ENGINES:
+        raise FieldError("engine", f"unknown engine {requested!r} (known: {', '.join(ENGINES)})")
+    if requested == "simpy":
+        return EngineChoice("simpy")
+    missing = uncovered_mechanism(scenario, workload, series)
+    if missing is not None:
+        return EngineChoice("simpy", f"engine: simpy (the fast engine does not cover {missing})")
+    return EngineChoice("fast")
+
+
+def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: int, replication: int,
+                         engine: str | None = None):
+    """One replication on the engine :func:`choose_engine` picks (for simulation-based fits and probes)."""
+    if choose_engine(engine, scenario, workload).name == "fast":
+        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
+
+        return run_fast_replication(scenario, workload, horizon, seed, replication)
+    from meshsim.sim.engine import run_replication
+
+    return run_replication(scenario, workload, horizon, seed, replication)

@@ -1,0 +1,889 @@
+"""The compiled engine (numba, cached on disk): its primitives and its event loop, in one module because numba's
+disk cache keys a function on its own file only -- a callee in another file could change without its callers
+being compiled again.
+
+Primitives: random draws from pre-filled stream buffers, a node's cores, a CPU quota, a station visit, a proxy
+pass, a network hop, the balancers and the event heap -- each the line-by-line counterpart of the SimPy engine's
+(sim/stations.py, sim/components.py, sim/system.py, sim/balancing.py): same arithmetic, same order of bookings.
+The state is three flat arrays -- ``I`` (int64), ``F`` (float64) and ``B`` (the streams' buffers) -- holding tables
+(regions) whose offset and row width sit in I's header (:func:`at`, laid out by sim/fast_layout.py): few,
+homogeneous arguments keep numba's compile time and every call cheap.
+
+The loop: requests are tokens running a small program of ops (sim/fast_program.py). A token is one request (or
+one branch of a fork) with a program counter, the delay it carries to its next station (``pending``, as in
+sim/system.py) and a stack of call frames. A token runs its ops until it must wait (``OP_YIELD`` with pending > 0):
+it goes on the event heap and resumes there, in time order, so every station is booked in the order of arrivals,
+as in the SimPy engine. The loop returns to Python when a random stream runs low (Python refills it from the same
+named generator) or the token pool or heap runs short (Python grows them): all state lives in arrays, so the loop
+simply continues where it was.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
+CORE_SLOTS = PRUNE_AT + 2
+QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
+CFS_PERIOD = 0.1
+LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
+# compiled once, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file); numpy's error
+# model: a division by zero gives inf instead of a checked exception on every division
+jit = njit(cache=True, error_model="numpy")
+
+# regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
+(R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
+ R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
+ R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF) = range(41)
+INT_REGIONS = tuple(range(R_FLAGS + 1))
+HEADER = 2 * 41
+
+# station columns (int / float)
+ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
+ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT = range(9)
+# proxy columns
+PX_STATION, PX_RR, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP = range(9)
+PX_FRACTION, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1, PX_WINSET = range(9)
+# flags (int) and global sums (float)
+G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED = range(8)
+FLAGS = 8
+GF_NET, GF_HOST = 0, 1
+# network columns
+NET_LOOP, NET_SAME, NET_CROSS, NET_CLIENT, NET_CLIENT_NODE, NET_PER_HOP, NET_PER_KB, NET_KERNEL = range(8)
+NETF_BANDWIDTH, NETF_PER_HOP, NETF_PER_KB = range(3)
+# balancer columns and policies
+BAL_N, BAL_POLICY, BAL_STREAM, BAL_NEXT = range(4)
+RR, RANDOM, LEAST, EWMA = range(4)
+
+
+@jit
+def at(I, region, row, col):
+    """Index of (row, col) of a region in its array (I or F)."""
+    return I[2 * region] + row * I[2 * region + 1] + col
+
+
+@jit
+def flag(I, k):
+    return I[I[2 * R_FLAGS] + k]
+
+
+@jit
+def draw(I, B, s):
+    """The next value of stream ``s`` (flags the refill when the stream runs low)."""
+    p = at(I, R_POS, s, 0)
+    i = I[p]
+    I[p] = i + 1
+    if i >= I[at(I, R_LIM, s, 0)]:
+        I[at(I, R_FLAGS, 0, G_LOW)] = 1
+    return B[s, i]
+
+
+@jit
+def recording(I):
+    return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
+
+
+@jit
+def node_run(I, F, node, start, work, now):
+    """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
+    if node < 0 or node >= I[at(I, R_FLAGS, 0, G_NODES)]:  # a node without declared cores: a core of its own
+        return start + work
+    if work <= 0.0:
+        return start
+    work *= F[at(I, R_SLOW, node, 0)]
+    width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
+    for core in range(I[at(I, R_NCORES, node, 0)]):
+        row = node * width + core
+        if F[at(I, R_NLAST, row, 0)] <= start:  # a core idle from `start` on (the first such core takes it)
+            end = start + work
+            F[at(I, R_NLAST, row, 0)] = end
+            if I[at(I, R_NCOUNT, row, 0)] >= PRUNE_AT:
+                _trim(I, F, row, now)
+            k = I[at(I, R_NCOUNT, row, 0)]
+            F[at(I, R_NSTART, row, k)] = start
+            F[at(I, R_NEND, row, k)] = end
+            I[at(I, R_NCOUNT, row, 0)] = k + 1
+            return end
+    return _fit(I, F, node, start, work, now)
+
+
+@jit
+def _first_after(F, base, n, t):
+    """bisect_right over the n sorted values at F[base:]."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if F[base + mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@jit
+def _fit(I, F, node, start, work, now):
+    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
+    width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
+    best_begin, best_row, best_index = np.inf, 0, 0
+    for core in range(I[at(I, R_NCORES, node, 0)]):
+        row = node * width + core
+        n = I[at(I, R_NCOUNT, row, 0)]
+        s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+        floor = F[at(I, R_NFLOOR, row, 0)]
+        t = start if start > floor else floor
+        index = _first_after(F, e0, n, t)
+        if index < n and F[s0 + index] - t < work - 1e-15:
+            t = F[e0 + index] if F[e0 + index] > t else t
+            index += 1
+            while index < n and t < best_begin:  # past the best core's begin this core cannot win: stop
+                if F[s0 + index] - t >= work - 1e-15:
+                    break
+                t = F[e0 + index] if F[e0 + index] > t else t
+                index += 1
+        if t < best_begin:
+            best_begin, best_row, best_index = t, row, index
+            if t <= start:
+                break
+    row = best_row
+    n = I[at(I, R_NCOUNT, row, 0)]
+    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    end = best_begin + work
+    if best_index == n:
+        F[at(I, R_NLAST, row, 0)] = end
+    for k in range(n, best_index, -1):
+        F[s0 + k] = F[s0 + k - 1]
+        F[e0 + k] = F[e0 + k - 1]
+    F[s0 + best_index] = best_begin
+    F[e0 + best_index] = end
+    I[at(I, R_NCOUNT, row, 0)] = n + 1
+    if n + 1 > PRUNE_AT:
+        _trim(I, F, row, now)
+    return end
+
+
+@jit
+def _trim(I, F, row, now):
+    """Forget intervals that ended before now; of a long backlog keep the latest PRUNE_AT / 2 (NodeCores._trim)."""
+    n = I[at(I, R_NCOUNT, row, 0)]
+    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    gone = _first_after(F, e0, n, now)
+    if n - gone > PRUNE_AT // 2:
+        gone = n - PRUNE_AT // 2
+        f = at(I, R_NFLOOR, row, 0)
+        F[f] = max(F[f], F[e0 + gone - 1])
+    for k in range(n - gone):
+        F[s0 + k] = F[s0 + k + gone]
+        F[e0 + k] = F[e0 + k + gone]
+    I[at(I, R_NCOUNT, row, 0)] = n - gone
+
+
+@jit
+def quota_run(I, F, st, start, work):
+    """CpuQuota.run: at most the budget of CPU seconds per 100 ms period; work past it waits for the next one."""
+    budget = F[at(I, R_STF, st, ST_BUDGET)]
+    t, remaining = start, work
+    while remaining > 1e-12:
+        p = int(t // CFS_PERIOD)
+        period_end = (p + 1) * CFS_PERIOD
+        if period_end - t <= 1e-12:
+            p += 1
+            period_end = (p + 1) * CFS_PERIOD
+        tag, used = at(I, R_QTAG, st, p % QUOTA_RING), at(I, R_QUSED, st, p % QUOTA_RING)
+        if I[tag] != p:
+            I[tag] = p
+            F[used] = 0.0
+        available = budget - F[used]
+        if available <= 1e-12:
+            t = period_end
+            continue
+        take = min(remaining, available, period_end - t)
+        F[used] += take
+        t += take
+        remaining -= take
+    return t
+
+
+@jit
+def _cpu_run(I, F, st, start, work, now):
+    """Station._run / node.run: where the station's CPU comes from (quota and node, node, or its own cores)."""
+    node = I[at(I, R_STI, st, ST_NODE)]
+    if I[at(I, R_STI, st, ST_QUOTA)]:
+        finish = quota_run(I, F, st, start, work)
+        if node >= 0:
+            finish = max(finish, node_run(I, F, node, start, work, now))
+        return finish
+    return node_run(I, F, node, start, work, now)
+
+
+@jit
+def _pick(I, F, st, servers, now):
+    """Station._pick: the idle worker idle the shortest time (still warm), else the one that frees up first."""
+    base = at(I, R_FREE, st, 0)
+    best, best_free = -1, -np.inf
+    for i in range(servers):
+        f = F[base + i]
+        if best_free < f <= now:
+            best, best_free = i, f
+    if best >= 0:
+        return best
+    best = 0
+    for i in range(1, servers):
+        if F[base + i] < F[base + best]:
+            best = i
+    return best
+
+
+@jit
+def book(I, F, B, st, now, work, server, post, timed):
+    """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
+    servers = I[at(I, R_STI, st, ST_SERVERS)]
+    if server < 0:
+        server = 0 if servers == 1 else _pick(I, F, st, servers, now)
+    free_slot = at(I, R_FREE, st, server)
+    free = F[free_slot]
+    rec = recording(I)
+    wake_delay, wake_cpu = 0.0, 0.0
+    wake = I[at(I, R_STI, st, ST_WAKE)]
+    if wake >= 0 and free < now:
+        wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
+        if draw(I, B, wake) < -math.expm1(-(now - free) / F[at(I, R_STF, st, ST_TAU)]):
+            wake_delay = F[at(I, R_STF, st, ST_DELAY)]
+            wake_cpu += F[at(I, R_STF, st, ST_CPU)]
+            if rec:
+                I[at(I, R_STI, st, ST_COLD)] += 1
+    start = (now if free <= now else free) + wake_delay
+    held = work + wake_cpu
+    if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
+        finish = _cpu_run(I, F, st, start, held, now)
+        released = _cpu_run(I, F, st, finish, post, now) if post > 0 else finish
+    else:
+        finish = start + held
+        released = finish + post
+    F[free_slot] = released
+    if rec:
+        F[at(I, R_BUSY, st, server)] += held + post
+        I[at(I, R_STI, st, ST_JOBS)] += 1
+        if timed:
+            F[at(I, R_STF, st, ST_WAITED)] += start - wake_delay - now
+            F[at(I, R_STF, st, ST_WOKE)] += wake_delay + wake_cpu
+            F[at(I, R_STF, st, ST_WORKED)] += work
+            F[at(I, R_STF, st, ST_CPUWAIT)] += finish - start - work - wake_cpu
+    return finish
+
+
+@jit
+def _worker(I, F, B, px, conn):
+    """ProxyInstance.worker_for: a connection's worker, bound at its first pass (hash or round robin)."""
+    slot = at(I, R_BIND, px, conn)
+    worker = I[slot]
+    st = I[at(I, R_PXI, px, PX_STATION)]
+    if worker < 0:
+        servers = I[at(I, R_STI, st, ST_SERVERS)]
+        if I[at(I, R_PXI, px, PX_RR)]:
+            worker = I[at(I, R_PXI, px, PX_NEXT)] % servers
+            I[at(I, R_PXI, px, PX_NEXT)] += 1
+        else:
+            worker = min(int(draw(I, B, I[at(I, R_PXI, px, PX_BIND_STREAM)]) * servers), servers - 1)
+        I[slot] = worker
+        I[at(I, R_PXI, px, PX_BOUND)] += 1
+    return worker if I[at(I, R_STI, st, ST_PINNED)] else -1
+
+
+@jit
+def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
+    """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
+    work = draw(I, B, kind)
+    per_kb = F[at(I, R_PXF, px, PX_PER_KB)]
+    if per_kb != 0.0:
+        work += per_kb * nbytes / 1024.0
+    if handshake and I[at(I, R_PXI, px, PX_HS_STREAM)] >= 0:
+        work += draw(I, B, I[at(I, R_PXI, px, PX_HS_STREAM)])
+    uniform = I[at(I, R_PXI, px, PX_UNIFORM)]
+    post_work = 0.0
+    if last:
+        for j in range(I[at(I, R_PXI, px, PX_NPOST)]):
+            p = at(I, R_POST, px, 2 * j)
+            if F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]:
+                post_work += draw(I, B, int(F[p]))
+    cpu = work * F[at(I, R_PXF, px, PX_FRACTION)]
+    worker = _worker(I, F, B, px, conn)
+    departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True) + (work - cpu)
+    if recording(I):
+        F[at(I, R_PXF, px, PX_DELAYED)] += work - cpu
+    if last:
+        for j in range(I[at(I, R_PXI, px, PX_NEXP)]):
+            e = at(I, R_EXPORT, px, 3 * j)
+            if F[e + 2] >= 1.0 or draw(I, B, uniform) < F[e + 2]:
+                book(I, F, B, int(F[e]), departure, 0.0, -1, draw(I, B, int(F[e + 1])), False)
+    return departure
+
+
+@jit
+def hold(I, F, px, opened, closed):
+    """ProxyInstance.hold: a request held from ``opened`` to ``closed``, counted over the window."""
+    if F[at(I, R_PXF, px, PX_WINSET)] == 0.0:
+        return
+    start, end = F[at(I, R_PXF, px, PX_WIN0)], F[at(I, R_PXF, px, PX_WIN1)]
+    F[at(I, R_PXF, px, PX_AREA)] += max(0.0, min(closed, end) - max(opened, start))
+    if start <= opened < end:
+        F[at(I, R_PXF, px, PX_HOLDS)] += 1.0
+        F[at(I, R_PXF, px, PX_HELD)] += closed - opened
+
+
+@jit
+def _net(I, col):
+    return I[at(I, R_NETI, 0, col)]
+
+
+@jit
+def latency(I, F, B, src, dst, nbytes, loopback):
+    """NetworkDelays.loopback / hop: a one-way hop's delay (added to the network's total while recording)."""
+    if loopback:
+        delay = draw(I, B, _net(I, NET_LOOP))
+    else:
+        transfer = nbytes * 8.0 / F[at(I, R_NETF, 0, NETF_BANDWIDTH)]
+        client, client_node = _net(I, NET_CLIENT), _net(I, NET_CLIENT_NODE)
+        if client >= 0 and (src == client_node or dst == client_node):
+            delay = 0.5 * draw(I, B, client) + transfer
+        else:
+            delay = draw(I, B, _net(I, NET_SAME) if src == dst else _net(I, NET_CROSS)) + transfer
+    if recording(I):
+        F[at(I, R_GF, 0, GF_NET)] += delay
+    return delay
+
+
+@jit
+def round_trip(I, F, B, src, dst):
+    """NetworkDelays.round_trip."""
+    client, client_node = _net(I, NET_CLIENT), _net(I, NET_CLIENT_NODE)
+    if client >= 0 and (src == client_node or dst == client_node):
+        delay = draw(I, B, client)
+        if recording(I):
+            F[at(I, R_GF, 0, GF_NET)] += delay
+        return delay
+    return latency(I, F, B, src, dst, 0, False) + latency(I, F, B, dst, src, 0, False)
+
+
+@jit
+def _value(I, F, B, col, fcol):
+    s = _net(I, col)
+    return F[at(I, R_NETF, 0, fcol)] if s < 0 else draw(I, B, s)
+
+
+@jit
+def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
+    """System._hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
+    lat = latency(I, F, B, src, dst, nbytes, loopback)
+    if _net(I, NET_KERNEL) == 0:
+        return pending + lat
+    cpu = _value(I, F, B, NET_PER_HOP, NETF_PER_HOP) + _value(I, F, B, NET_PER_KB, NETF_PER_KB) * nbytes / 1024.0
+    t = now + pending
+    if src == dst:
+        after = node_run(I, F, src, t, cpu, now) + lat - now
+    else:
+        half = 0.5 * cpu
+        t = node_run(I, F, src, t, half, now) + lat
+        after = node_run(I, F, dst, t, half, now) - now
+    if recording(I):
+        F[at(I, R_GF, 0, GF_HOST)] += after - pending - lat
+    return after
+
+
+@jit
+def balance_start(I, F, B, b):
+    """Balancer.start: the replica a call goes to (round robin, random, least request or peak EWMA)."""
+    n, policy = I[at(I, R_BALI, b, BAL_N)], I[at(I, R_BALI, b, BAL_POLICY)]
+    i = 0
+    if n > 1:
+        stream = I[at(I, R_BALI, b, BAL_STREAM)]
+        if policy == RR:
+            i = I[at(I, R_BALI, b, BAL_NEXT)]
+            I[at(I, R_BALI, b, BAL_NEXT)] = (i + 1) % n
+        elif policy == RANDOM:
+            i = min(int(draw(I, B, stream) * n), n - 1)
+        else:  # two distinct random replicas (rng.choice(n, 2, replace=False))
+            a = min(int(draw(I, B, stream) * n), n - 1)
+            c = min(int(draw(I, B, stream) * (n - 1)), n - 2)
+            if c >= a:
+                c += 1
+            act_a, act_c = I[at(I, R_ACTIVE, b, a)], I[at(I, R_ACTIVE, b, c)]
+            if policy == LEAST:
+                i = a if act_a <= act_c else c
+            else:
+                cost_a = F[at(I, R_EWMA, b, a)] * (act_a + 1)
+                i = a if cost_a <= F[at(I, R_EWMA, b, c)] * (act_c + 1) else c
+    I[at(I, R_ACTIVE, b, i)] += 1
+    return i
+
+
+@jit
+def balance_done(I, F, b, i, seconds):
+    I[at(I, R_ACTIVE, b, i)] -= 1
+    if I[at(I, R_BALI, b, BAL_POLICY)] == EWMA:
+        e = at(I, R_EWMA, b, i)
+        F[e] = max(seconds, F[e] + 0.1 * (seconds - F[e]))
+
+
+@jit
+def _before(HT, HI, a, t, seq):
+    return HT[a] < t or (HT[a] == t and HI[a, 0] < seq)
+
+
+@jit
+def heap_push(I, HT, HI, t, entry):
+    """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
+    n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
+    n, seq = I[n_slot], I[seq_slot]
+    I[seq_slot] = seq + 1
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _before(HT, HI, parent, t, seq):
+            break
+        HT[i], HI[i, 0], HI[i, 1] = HT[parent], HI[parent, 0], HI[parent, 1]
+        i = parent
+    HT[i], HI[i, 0], HI[i, 1] = t, seq, entry
+    I[n_slot] = n + 1
+
+
+@jit
+def heap_pop(I, HT, HI):
+    """Pop the earliest entry (the caller has checked the heap is not empty)."""
+    n_slot = at(I, R_FLAGS, 0, G_HEAP_N)
+    entry = HI[0, 1]
+    n = I[n_slot] - 1
+    I[n_slot] = n
+    t, seq, e = HT[n], HI[n, 0], HI[n, 1]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _before(HT, HI, child + 1, HT[child], HI[child, 0]):
+            child += 1
+        if not _before(HT, HI, child, t, seq):
+            break
+        HT[i], HI[i, 0], HI[i, 1] = HT[child], HI[child, 0], HI[child, 1]
+        i = child
+    HT[i], HI[i, 0], HI[i, 1] = t, seq, e
+    return entry
+
+
+# -- the event loop ---------------------------------------------------------------------------------------------------
+
+(OP_YIELD, OP_HOP, OP_PASS, OP_HOLD, OP_COMPUTE, OP_TLS, OP_HS_RTT, OP_CALL, OP_CALL_END, OP_GOSUB, OP_RET,
+ OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
+OP_WIDTH = 8
+
+# token columns (TI: ints, then 4 per frame; TF: floats, then 4 per frame: the call's send time, 3 opening times)
+T_PC, T_SP, T_CONN, T_PARENT, T_KIND, T_WAIT, T_OWNER = range(7)
+T_FRAMES = 7
+TF_PENDING, TF_SENT = 0, 1
+TF_FRAMES = 2
+FR_RET, FR_BAL, FR_IDX, FR_SESSION = range(4)
+KIND_TIMED, KIND_WARM, KIND_BRANCH = 0, 1, 2
+# load columns
+(L_KIND, L_THREADS, L_CALLS, L_UNIFORM, L_JITTER, L_NOCATCHUP, L_WARM_MODE, L_STARTED, L_FINISHED, L_BEFORE,
+ L_IN_WINDOW, L_PHASE, L_WARM_LEFT, L_ARRIVALS, L_CONN_STREAM, L_CONNECTIONS, L_NLAT, L_CLIENT_PC, L_ENDS) = range(19)
+(LF_DURATION, LF_WARMUP, LF_DRAIN, LF_ORIGIN, LF_MEASURE, LF_RATE, LF_MAX_END, LF_NOW) = range(8)
+LOAD_OPEN, LOAD_FORTIO, LOAD_SEQUENTIAL = range(3)
+WARM_NONE, WARM_PARALLEL, WARM_SEQUENTIAL = range(3)
+# fortio threads / sequential users
+TH_I, TH_STATE, TH_STREAM = range(3)
+THF_START, THF_END = range(2)
+DONE, REFILL, GROW = range(3)
+MARGIN = 64  # free tokens, heap slots and latency slots an event may use at most
+
+
+@jit
+def _li(I, col):
+    return at(I, R_LOADI, 0, col)
+
+
+@jit
+def _lf(I, col):
+    return at(I, R_LOADF, 0, col)
+
+
+@jit
+def _alloc(I, TI, TF, FREE, kind, conn, owner, pc, parent, sent):
+    n_slot = at(I, R_FLAGS, 0, G_FREE_N)
+    I[n_slot] -= 1
+    tok = FREE[I[n_slot]]
+    TI[tok, T_PC], TI[tok, T_SP], TI[tok, T_CONN] = pc, 0, conn
+    TI[tok, T_PARENT], TI[tok, T_KIND], TI[tok, T_WAIT], TI[tok, T_OWNER] = parent, kind, 0, owner
+    TF[tok, TF_PENDING], TF[tok, TF_SENT] = 0.0, sent
+    return tok
+
+
+@jit
+def _release(I, FREE, tok):
+    n_slot = at(I, R_FLAGS, 0, G_FREE_N)
+    FREE[I[n_slot]] = tok
+    I[n_slot] += 1
+
+
+@jit
+def _push_frame(TI, TF, tok, ret_pc, bal, idx, sent):
+    sp = TI[tok, T_SP]
+    c, f = T_FRAMES + 4 * sp, TF_FRAMES + 4 * sp
+    TI[tok, c + FR_RET], TI[tok, c + FR_BAL], TI[tok, c + FR_IDX], TI[tok, c + FR_SESSION] = ret_pc, bal, idx, 0
+    TF[tok, f] = sent
+    TI[tok, T_SP] = sp + 1
+
+
+@jit
+def _call(I, F, B, TI, TF, tok, route, now, pc):
+    """System.call's start: the balancer picks the replica, a frame remembers where to come back."""
+    b = I[at(I, R_RBAL, route, 0)]
+    idx = balance_start(I, F, B, b)
+    _push_frame(TI, TF, tok, pc + 1, b, idx, now + TF[tok, TF_PENDING])
+    return I[at(I, R_RPC, route, idx)]
+
+
+@jit
+def _path_op(I, F, B, TI, TF, tok, o, now):
+    """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``o``: the op's index)."""
+    code = I[o]
+    top = TI[tok, T_SP] - 1
+    session = T_FRAMES + 4 * top + FR_SESSION
+    pending = TF[tok, TF_PENDING]
+    if code == OP_HOP:
+        pending = hop(I, F, B, pending, now, I[o + 1], I[o + 2], I[o + 3], I[o + 4] == 1)
+    elif code == OP_PASS:
+        handshake = I[o + 5] == 1 and TI[tok, session] == 1
+        pending = proxy_pass(I, F, B, I[o + 1], I[o + 2], now, TI[tok, T_CONN], I[o + 3], I[o + 4] == 1,
+                             handshake) - now
+        if I[o + 6] >= 0:
+            TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 6]] = now
+    elif code == OP_HOLD:
+        hold(I, F, I[o + 1], TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 2]], now + pending)
+    elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
+        pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True) - now
+    elif code == OP_TLS:
+        seen = at(I, R_TLS, I[o + 1], TI[tok, T_CONN])
+        if I[seen] == 0:
+            I[seen] = 1
+            TI[tok, session] = 1
+    elif code == OP_HS_RTT:
+        if TI[tok, session] == 1:
+            pending += round_trip(I, F, B, I[o + 1], I[o + 2]) * I[o + 3]
+    elif code == OP_EDGE_LAT:
+        pending += draw(I, B, I[o + 1])
+    elif code == OP_RTT:
+        for _ in range(I[o + 3]):
+            pending += round_trip(I, F, B, I[o + 1], I[o + 2])
+    TF[tok, TF_PENDING] = pending
+
+
+@jit
+def _client_pre(I, F, B, TF, tok, o, now):
+    """System.client_request's start: the load generator's overhead and CPU per call on the client's node."""
+    pending = draw(I, B, I[o + 1]) if I[o + 1] >= 0 else 0.0
+    client_node = I[o + 3]
+    if pending > 0:  # on the client's node's cores (a node without declared cores runs it on a core of its own)
+        pending = node_run(I, F, client_node, now, pending, now) - now
+    if I[o + 2] >= 0:
+        before = pending
+        pending = node_run(I, F, client_node, now + pending, draw(I, B, I[o + 2]), now) - now
+        if I[at(I, R_FLAGS, 0, G_RECORDING)] == 1:
+            F[at(I, R_GF, 0, 1)] += pending - before
+    TF[tok, TF_PENDING] = pending
+
+
+@jit
+def _choose(I, F, B, table):
+    """System._choose: a weighted draw among the step's services; returns the route to call."""
+    u = draw(I, B, I[at(I, R_CHS, table, 0)])
+    n = I[at(I, R_CHN, table, 0)]
+    acc = 0.0
+    for k in range(n):
+        acc += F[at(I, R_CHW, table, k)]
+        if u < acc:
+            return I[at(I, R_CHR, table, k)]
+    return I[at(I, R_CHR, table, n - 1)]
+
+
+@jit
+def _fork(I, HT, HI, TI, TF, FREE, tok, table, now):
+    """Parallel: one branch token per service, all starting now; the parent waits for the last one."""
+    n = I[at(I, R_FKN, table, 0)]
+    for k in range(n):
+        child = _alloc(I, TI, TF, FREE, KIND_BRANCH, TI[tok, T_CONN], -1, I[at(I, R_FKPC, table, k)], tok, now)
+        heap_push(I, HT, HI, now, child)
+    TI[tok, T_WAIT] = n
+
+
+@jit
+def _runs_next(I, F, HT, TI, FREE, LAT, t):
+    """Whether a token due at ``t`` is the next event: strictly before the heap's earliest and the window's next
+    change, and the loop would not stop first to refill a stream or grow its tables."""
+    n = I[at(I, R_FLAGS, 0, G_HEAP_N)]
+    if n > 0 and HT[0] <= t:
+        return False
+    if t >= _control_time(I, F) or I[at(I, R_FLAGS, 0, G_LOW)] == 1:
+        return False
+    return (I[at(I, R_FLAGS, 0, G_FREE_N)] >= MARGIN and n + MARGIN <= HT.shape[0]
+            and I[_li(I, L_NLAT)] + MARGIN <= LAT.shape[0])
+
+
+@jit
+def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
+    """Run token ``tok`` at time ``now`` until it waits, forks, or ends."""
+    while True:
+        pc = TI[tok, T_PC]
+        o = at(I, R_OPS, pc, 0)
+        code = I[o]
+        if code == OP_YIELD:
+            TI[tok, T_PC] = pc + 1
+            pending = TF[tok, TF_PENDING]
+            if pending > 0:
+                TF[tok, TF_PENDING] = 0.0
+                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending):
+                    heap_push(I, HT, HI, now + pending, tok)
+                    return
+                now += pending  # nothing else happens before: go on without the heap (same order of events)
+                F[_lf(I, LF_NOW)] = now
+        elif code == OP_CALL:
+            TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, I[o + 1], now, pc)
+        elif code == OP_CHOOSE:
+            TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, _choose(I, F, B, I[o + 1]), now, pc)
+        elif code == OP_CALL_END:
+            sp = TI[tok, T_SP] - 1
+            c = T_FRAMES + 4 * sp
+            balance_done(I, F, TI[tok, c + FR_BAL], TI[tok, c + FR_IDX], now - TF[tok, TF_FRAMES + 4 * sp])
+            TI[tok, T_SP] = sp
+            TI[tok, T_PC] = TI[tok, c + FR_RET]
+        elif code == OP_GOSUB:
+            _push_frame(TI, TF, tok, pc + 1, -1, -1, now)
+            TI[tok, T_PC] = I[o + 1]
+        elif code == OP_RET:
+            sp = TI[tok, T_SP] - 1
+            TI[tok, T_SP] = sp
+            TI[tok, T_PC] = TI[tok, T_FRAMES + 4 * sp + FR_RET]
+        elif code == OP_FORK:
+            TI[tok, T_PC] = pc + 1
+            _fork(I, HT, HI, TI, TF, FREE, tok, I[o + 1], now)
+            return
+        elif code == OP_END_BRANCH:
+            parent = TI[tok, T_PARENT]
+            TI[parent, T_WAIT] -= 1
+            if TI[parent, T_WAIT] == 0:
+                heap_push(I, HT, HI, now, parent)
+            _release(I, FREE, tok)
+            return
+        elif code == OP_END_REQUEST:
+            _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
+            return
+        elif code == OP_CLIENT_PRE:
+            _client_pre(I, F, B, TF, tok, o, now)
+            TI[tok, T_PC] = pc + 1
+        else:
+            _path_op(I, F, B, TI, TF, tok, o, now)
+            TI[tok, T_PC] = pc + 1
+
+
+# -- load generators ----------------------------------------------------------------------------------------------
+
+@jit
+def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
+    """A request's answer is back at the client: record it (timed calls) and let its load generator go on."""
+    kind, owner, sent = TI[tok, T_KIND], TI[tok, T_OWNER], TF[tok, TF_SENT]
+    _release(I, FREE, tok)
+    if kind == KIND_WARM:
+        _warm_done(I, F, HT, HI, TI, TF, FREE, owner, now)
+        return
+    I[_li(I, L_FINISHED)] += 1
+    if sent >= F[_lf(I, LF_MEASURE)]:
+        n = _li(I, L_NLAT)
+        LAT[I[n]] = now - sent
+        I[n] += 1
+    load = I[_li(I, L_KIND)]
+    if load == LOAD_FORTIO:
+        _fortio_next(I, F, B, HT, HI, owner, now)
+    elif load == LOAD_SEQUENTIAL:
+        heap_push(I, HT, HI, now + draw(I, B, I[at(I, R_THI, owner, TH_STREAM)]), -2 - owner)
+
+
+@jit
+def _send(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now):
+    """client_request: a new timed request, run at once (the caller is not inside another token's step)."""
+    I[_li(I, L_STARTED)] += 1
+    tok = _alloc(I, TI, TF, FREE, KIND_TIMED, conn, owner, I[_li(I, L_CLIENT_PC)], -1, now)
+    step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
+
+
+@jit
+def _warm_done(I, F, HT, HI, TI, TF, FREE, tid, now):
+    """fortio's warm-up call of thread ``tid`` is back: the next one (sequential), or the timed run starts."""
+    left = _li(I, L_WARM_LEFT)
+    I[left] -= 1
+    if I[_li(I, L_WARM_MODE)] == WARM_SEQUENTIAL and I[left] > 0:
+        tok = _alloc(I, TI, TF, FREE, KIND_WARM, tid + 1, tid + 1, I[_li(I, L_CLIENT_PC)], -1, now)
+        heap_push(I, HT, HI, now, tok)
+    elif I[left] == 0:
+        _open_window(I, F, HT, HI, now)
+
+
+@jit
+def _open_window(I, F, HT, HI, now):
+    """The load's timed run starts now: measure from now + warm-up; start the fortio threads."""
+    F[_lf(I, LF_ORIGIN)] = now
+    F[_lf(I, LF_MEASURE)] = now + F[_lf(I, LF_WARMUP)]
+    if F[_lf(I, LF_WARMUP)] == 0.0:
+        I[at(I, R_FLAGS, 0, G_RECORDING)] = 1
+    I[_li(I, L_PHASE)] = 1
+    if I[_li(I, L_KIND)] == LOAD_FORTIO:
+        for tid in range(I[_li(I, L_THREADS)]):
+            heap_push(I, HT, HI, now, -2 - tid)
+
+
+@jit
+def _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, now):
+    """_fortio_thread: the thread starts (uniform offset), or wakes from its pacing sleep and sends."""
+    if I[at(I, R_THI, tid, TH_STATE)] == 0:
+        I[at(I, R_THI, tid, TH_STATE)] = 1
+        F[at(I, R_THF, tid, THF_START)] = now
+        F[at(I, R_THF, tid, THF_END)] = now + F[_lf(I, LF_DURATION)]
+        if I[_li(I, L_UNIFORM)] == 1:
+            delay = (1.0 / F[_lf(I, LF_RATE)]) * tid / I[_li(I, L_THREADS)]
+            F[at(I, R_THF, tid, THF_START)] += delay
+            if delay > 0:
+                heap_push(I, HT, HI, now + delay, -2 - tid)
+                return
+    i, n = I[at(I, R_THI, tid, TH_I)], I[_li(I, L_CALLS)]
+    if now > F[at(I, R_THF, tid, THF_END)] and i >= 2 and i != n - 1:
+        _thread_ends(I, F, now)
+        return
+    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, tid, now)
+
+
+@jit
+def _thread_ends(I, F, now):
+    F[_lf(I, LF_MAX_END)] = max(F[_lf(I, LF_MAX_END)], now)
+    I[_li(I, L_ENDS)] += 1
+
+
+@jit
+def _fortio_next(I, F, B, HT, HI, tid, now):
+    """After a call: fortio's pacing (target time of call i, catch-up or -nocatchup, -jitter)."""
+    n = I[_li(I, L_CALLS)]
+    rate = F[_lf(I, LF_RATE)]
+    count = at(I, R_THI, tid, TH_I)
+    while True:
+        I[count] += 1
+        i = I[count]
+        if i >= n:
+            _thread_ends(I, F, now)
+            return
+        target = (i + i / (n - 1)) / rate
+        sleep = target - (now - F[at(I, R_THF, tid, THF_START)])
+        if I[_li(I, L_NOCATCHUP)] == 1 and sleep < 0:
+            continue
+        jitter = I[_li(I, L_JITTER)]
+        if jitter >= 0 and sleep > 0:
+            sleep += (2.0 * draw(I, B, jitter) - 1.0) * 0.1 * sleep
+        heap_push(I, HT, HI, now + max(sleep, 0.0), -2 - tid)
+        return
+
+
+@jit
+def _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now):
+    """An open load's Poisson arrival: a request on a random connection, and the next arrival."""
+    if now >= F[_lf(I, LF_DURATION)]:
+        return
+    connections = I[_li(I, L_CONNECTIONS)]
+    conn = min(int(draw(I, B, I[_li(I, L_CONN_STREAM)]) * connections), connections - 1)
+    # the next arrival first: the request may run on past the current time (step's no-heap path) only up to it
+    heap_push(I, HT, HI, now + draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
+    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -1, conn, now)
+
+
+@jit
+def start_load(I, F, B, HT, HI, TI, TF, FREE):
+    """Time 0: fortio's warm-up calls (or its timed run), the first arrival, or every user's first request."""
+    kind, mode, threads = I[_li(I, L_KIND)], I[_li(I, L_WARM_MODE)], I[_li(I, L_THREADS)]
+    if kind == LOAD_FORTIO and mode != WARM_NONE:
+        I[_li(I, L_WARM_LEFT)] = threads
+        for tid in range(threads if mode == WARM_PARALLEL else 1):
+            tok = _alloc(I, TI, TF, FREE, KIND_WARM, tid, tid, I[_li(I, L_CLIENT_PC)], -1, 0.0)
+            heap_push(I, HT, HI, 0.0, tok)
+        return
+    _open_window(I, F, HT, HI, 0.0)
+    if kind == LOAD_OPEN:
+        heap_push(I, HT, HI, draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
+    elif kind == LOAD_SEQUENTIAL:
+        for user in range(threads):
+            heap_push(I, HT, HI, 0.0, -2 - user)
+
+
+# -- the loop -----------------------------------------------------------------------------------------------------
+
+@jit
+def _control_time(I, F):
+    """When the measurement window next changes (after the warm-up, at its end, after the drain)."""
+    phase, origin = I[_li(I, L_PHASE)], F[_lf(I, LF_ORIGIN)]
+    if phase == 1:
+        return origin + F[_lf(I, LF_WARMUP)]
+    if phase == 2:
+        return origin + F[_lf(I, LF_DURATION)]
+    if phase == 3:
+        return origin + F[_lf(I, LF_DURATION)] + F[_lf(I, LF_DRAIN)]
+    return np.inf
+
+
+@jit
+def _control(I, F, t, proxies):
+    """engine.run_replication's window: recording and hold windows on, off, and the end of the drain."""
+    phase = I[_li(I, L_PHASE)]
+    if phase == 1:
+        I[at(I, R_FLAGS, 0, G_RECORDING)] = 1
+        for px in range(proxies):
+            F[at(I, R_PXF, px, PX_WIN0)] = t
+            F[at(I, R_PXF, px, PX_WIN1)] = F[_lf(I, LF_ORIGIN)] + F[_lf(I, LF_DURATION)]
+            F[at(I, R_PXF, px, PX_WINSET)] = 1.0
+        I[_li(I, L_BEFORE)] = I[_li(I, L_STARTED)] if F[_lf(I, LF_WARMUP)] > 0 else 0
+    elif phase == 2:
+        I[_li(I, L_IN_WINDOW)] = I[_li(I, L_STARTED)] - I[_li(I, L_BEFORE)]
+        I[at(I, R_FLAGS, 0, G_RECORDING)] = 0
+    I[_li(I, L_PHASE)] = phase + 1
+    F[_lf(I, LF_NOW)] = t
+
+
+@jit
+def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
+    """Process events until the drain ends (DONE), a stream runs low (REFILL) or room runs short (GROW)."""
+    low, heap_n, free_n, nlat = (at(I, R_FLAGS, 0, G_LOW), at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_FREE_N),
+                                 _li(I, L_NLAT))
+    kind = I[_li(I, L_KIND)]
+    if I[at(I, R_FLAGS, 0, G_STARTED)] == 0:  # one entry point: one compiled library to load from the cache
+        I[at(I, R_FLAGS, 0, G_STARTED)] = 1
+        start_load(I, F, B, HT, HI, TI, TF, FREE)
+    while True:
+        if I[low] == 1:
+            return REFILL
+        if I[free_n] < MARGIN or I[heap_n] + MARGIN > HT.shape[0] or I[nlat] + MARGIN > LAT.shape[0]:
+            return GROW
+        t_control = _control_time(I, F)
+        if I[heap_n] == 0 or HT[0] >= t_control:
+            if t_control == np.inf:
+                return DONE
+            _control(I, F, t_control, proxies)
+            if I[_li(I, L_PHASE)] == 4:
+                return DONE
+            continue
+        now = HT[0]
+        entry = heap_pop(I, HT, HI)
+        F[_lf(I, LF_NOW)] = now
+        if entry >= 0:
+            step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
+        elif entry == -1:
+            _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now)
+        elif kind == LOAD_FORTIO:
+            _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
+        elif now < F[_lf(I, LF_DURATION)]:  # a sequential user: request, think, repeat until the run ends
+            _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, -2 - entry, now)

@@ -1,0 +1,226 @@
+"""The compiled engine against the SimPy reference engine, and its coverage check and selection.
+
+Equivalence: for every shipped topology x mesh x load, both engines run the same seeded replications (the same
+named random streams: common random numbers) and their p50/p90/p99, the bottleneck's utilisation and the achieved
+rps must agree within the two engines' 95 % confidence intervals (half-widths from the replications, no golden
+numbers). Exact timelines: on deterministic inputs both engines give the same latencies to the nanosecond.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from meshsim.catalog import load_mesh, load_topology
+from meshsim.distributions import Deterministic
+from meshsim.errors import FieldError
+from meshsim.request import PredictOptions, build_request
+from meshsim.scenario import build_scenario
+from meshsim.sim.engine import Horizon, run_replication
+from meshsim.sim.fast_coverage import choose_engine
+from meshsim.sim.fast_engine import run_fast_replication
+from meshsim.sim.predict import horizon_for, predict
+from meshsim.sim.stats import latency_summary, t_interval
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from simkit import plain, tandem_topology
+
+TOPOLOGIES = ("single", "chain3", "lb3", "edge", "bookinfo", "emojivoto")
+MESHES = ("none", "istio", "linkerd", "traefik", "istio-1.2")
+LOADS = ("open", "fortio", "sequential")
+REPS = 4
+SEED = 7
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled() -> None:
+    """Compile (or load from numba's disk cache) once for the module, outside the timed tests."""
+    request = build_request(PredictOptions(topology="single", mesh="none", rps=100, duration_s=0.05))
+    run_fast_replication(request.scenario, request.workload, Horizon(0.05, 0.0, 0.01), 1, 0)
+
+
+def _request(topology: str, mesh: str, load: str, **extra):
+    rps = {"open": 300.0, "fortio": 300.0, "sequential": None}[load]
+    connections = {"open": 64, "fortio": 4, "sequential": 2}[load]
+    options = PredictOptions(topology=topology, mesh=mesh, load=load, rps=rps, connections=connections,
+                             duration_s=2.0 if load != "sequential" else 4.0, **extra)
+    return build_request(options)
+
+
+def _summaries(run, request) -> list[dict[str, float]]:
+    horizon = horizon_for(request.workload.load, request.settings)
+    out = []
+    for rep in range(REPS):
+        result = run(request.scenario, request.workload, horizon, SEED, rep)
+        summary = latency_summary(result.latencies)
+        summary["utilisation"] = max(u.hottest for u in result.usage.values())
+        summary["achieved_rps"] = result.achieved_rps
+        out.append(summary)
+    return out
+
+
+def _agree(fast: list[dict[str, float]], simpy: list[dict[str, float]], key: str) -> str | None:
+    a = t_interval([s[key] for s in fast])
+    b = t_interval([s[key] for s in simpy])
+    gap = abs(a.value - b.value)
+    # both half-widths plus a float-rounding floor (identical runs have zero spread in a deterministic metric)
+    if gap <= a.half_width + b.half_width + 1e-9 * max(abs(b.value), 1.0):
+        return None
+    return f"{key}: fast {a.value:.6g} +- {a.half_width:.3g}, simpy {b.value:.6g} +- {b.half_width:.3g}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("load", LOADS)
+@pytest.mark.parametrize("mesh", MESHES)
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_engines_agree_within_their_confidence_intervals(topology: str, mesh: str, load: str) -> None:
+    request = _request(topology, mesh, load)
+    fast, simpy = _summaries(run_fast_replication, request), _summaries(run_replication, request)
+    problems = [p for key in ("p50", "p90", "p99", "utilisation", "achieved_rps")
+                if (p := _agree(fast, simpy, key)) is not None]
+    assert not problems, f"{topology} x {mesh} x {load}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("options", [
+    dict(topology="chain3", mesh="istio", features=("tracing", "mtls")),
+    dict(topology="chain3", mesh="istio", lb="proxy", proxy_cpu_limit=0.5),
+    dict(topology="lb3", mesh="linkerd", lb="proxy"),
+    dict(topology="single", mesh="istio", keepalive=False, tls=True),
+    dict(topology="chain3", mesh="istio", scope="server"),
+])
+def test_engines_agree_on_mechanisms_off_the_defaults(options: dict) -> None:
+    """Tracing collectors, mTLS handshakes, central LBs, CPU quotas, new connections per request, server scope."""
+    request = build_request(PredictOptions(rps=400.0, duration_s=2.0, connections=16, **options))
+    fast, simpy = _summaries(run_fast_replication, request), _summaries(run_replication, request)
+    problems = [p for key in ("p50", "p90", "p99", "utilisation", "achieved_rps")
+                if (p := _agree(fast, simpy, key)) is not None]
+    assert not problems, f"{options}: " + "; ".join(problems)
+
+
+def test_deterministic_chain_gives_the_same_timeline_on_both_engines() -> None:
+    """Constant service times and arrivals from the same stream: every latency is the same on both engines."""
+    scenario = plain(tandem_topology([Deterministic(0.4e-3), Deterministic(0.3e-3), Deterministic(0.2e-3)]))
+    workload = Workload(OpenLoad(1500.0, connections=8))
+    horizon = Horizon(1.0, 0.1, 1.0)
+    fast = run_fast_replication(scenario, workload, horizon, 3, 0)
+    simpy = run_replication(scenario, workload, horizon, 3, 0)
+    assert fast.latencies.size == simpy.latencies.size > 1000
+    np.testing.assert_allclose(fast.latencies, simpy.latencies, rtol=0, atol=1e-9)
+    assert fast.usage["q1/app"].cpu_seconds == pytest.approx(simpy.usage["q1/app"].cpu_seconds, rel=1e-9)
+    assert fast.started == simpy.started and fast.in_flight == simpy.in_flight
+
+
+def test_fortio_pacing_is_the_same_timeline_on_both_engines() -> None:
+    """fortio's warm-up, per-thread budget and pacing on a deterministic chain: the same calls at the same times."""
+    scenario = plain(tandem_topology([Deterministic(0.2e-3), Deterministic(0.1e-3)]))
+    workload = Workload(FortioLoad(400.0, 4))
+    horizon = Horizon(1.0, 0.0, 1.0)
+    fast = run_fast_replication(scenario, workload, horizon, 3, 0)
+    simpy = run_replication(scenario, workload, horizon, 3, 0)
+    assert fast.latencies.size == simpy.latencies.size == 400
+    np.testing.assert_allclose(np.sort(fast.latencies), np.sort(simpy.latencies), rtol=0, atol=1e-9)
+    assert fast.window == pytest.approx(simpy.window, abs=1e-9)
+    assert fast.load_start == pytest.approx(simpy.load_start, abs=1e-9)
+
+
+def test_what_if_variants_share_their_random_numbers() -> None:
+    """Common random numbers: a variant with a bigger payload draws the same numbers for every component, so its
+    latencies follow the base run's request by request (independent seeds would not correlate at all)."""
+    topology = load_topology("single")
+    mesh = load_mesh("none")
+    light = Workload(OpenLoad(50.0, connections=4))
+    horizon = Horizon(4.0, 0.4, 1.0)
+    base = run_fast_replication(build_scenario(topology, mesh), light, horizon, 5, 0)
+    bigger = run_fast_replication(build_scenario(topology.with_payload(64 * 1024), mesh), light, horizon, 5, 0)
+    other_seed = run_fast_replication(build_scenario(topology, mesh), light, horizon, 6, 0)
+    n = min(base.latencies.size, bigger.latencies.size, other_seed.latencies.size)
+    assert n > 100
+    assert np.corrcoef(base.latencies[:n], bigger.latencies[:n])[0, 1] > 0.9
+    assert abs(np.corrcoef(base.latencies[:n], other_seed.latencies[:n])[0, 1]) < 0.3
+    assert float(np.mean(bigger.latencies)) > float(np.mean(base.latencies))  # the bytes cost time
+
+
+def test_coverage_names_the_missing_mechanism_and_falls_back() -> None:
+    scenario = build_request(PredictOptions(rps=100)).scenario
+    choice = choose_engine(None, scenario, Workload(Wrk2Load(100.0, 4, 2)))
+    assert choice.name == "simpy" and "wrk2" in choice.fallback and "\n" not in choice.fallback
+    assert choose_engine(None, scenario, Workload(OpenLoad(100.0))).name == "fast"
+    assert choose_engine("simpy", scenario, Workload(OpenLoad(100.0))).name == "simpy"
+    with pytest.raises(FieldError) as err:
+        choose_engine("turbo", scenario, Workload(OpenLoad(100.0)))
+    assert err.value.field == "engine"
+
+
+@pytest.mark.parametrize("topology, mesh", [("bookinfo", "istio"), ("chain3", "linkerd"), ("single", "none")])
+def test_wire_bytes_per_request_agree_between_the_engines(topology: str, mesh: str) -> None:
+    """The compiled engine reports the call graph's expected bytes; SimPy counts each call's (Bookinfo's weighted
+    choice of reviews versions makes the count random, the expectation exact)."""
+    # well below saturation (Bookinfo saturates near 50 rps): an overloaded run's started requests have not made
+    # all their downstream calls when the window closes
+    request = build_request(PredictOptions(topology=topology, mesh=mesh, rps=20.0, duration_s=20.0))
+    horizon = horizon_for(request.workload.load, request.settings)
+    fast = run_fast_replication(request.scenario, request.workload, horizon, SEED, 0).wire_bytes
+    simpy = run_replication(request.scenario, request.workload, horizon, SEED, 0).wire_bytes
+    assert set(fast) == set(simpy) == {"request", "response", "entry_request"}
+    assert fast["entry_request"] == simpy["entry_request"]
+    for key in ("request", "response"):
+        assert fast[key] == pytest.approx(simpy[key], rel=0.03)
+
+
+def test_a_time_series_runs_on_simpy_and_says_so() -> None:
+    lines: list[str] = []
+    pred = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False, timeseries_s=0.5,
+                   progress=lines.append)
+    assert pred.inputs["engine"] == "simpy-fcfs/1" and "time series" in pred.inputs["engine_fallback"]
+    assert pred.timeseries is not None and len(pred.timeseries.windows) == 2
+
+
+def test_prediction_says_which_engine_ran() -> None:
+    lines: list[str] = []
+    fast = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False)
+    assert fast.inputs["engine"] == "fast-numba/1"
+    simpy = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False, engine="simpy")
+    assert simpy.inputs["engine"] == "simpy-fcfs/1"
+    fallback = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False, load="wrk2",
+                       progress=lines.append)
+    assert fallback.inputs["engine"] == "simpy-fcfs/1"
+    assert [line for line in lines if line.startswith("engine:")] == [fallback.inputs["engine_fallback"]]
+    json.dumps(fast.to_dict())
+
+
+def test_unknown_engine_is_refused_naming_the_field() -> None:
+    with pytest.raises(FieldError) as err:
+        build_request(PredictOptions(rps=100, engine="turbo"))
+    assert err.value.field == "engine"
+
+
+def test_sequential_users_think_between_requests() -> None:
+    """One user, 50 ms think: the rate is 1 / (latency + think) on the fast engine as on the reference."""
+    request = build_request(PredictOptions(topology="single", mesh="none", load="sequential", connections=1,
+                                           duration_s=5.0))
+    horizon = horizon_for(request.workload.load, request.settings)
+    result = run_fast_replication(request.scenario, request.workload, horizon, 1, 0)
+    mean = float(np.mean(result.latencies))
+    assert result.achieved_rps == pytest.approx(1.0 / (mean + 0.05), rel=0.03)
+    assert isinstance(request.workload.load, SequentialLoad)
+    assert math.isfinite(mean)
+
+
+def test_cli_engine_flag_selects_and_reports_the_engine(capsys) -> None:
+    from meshsim.cli import main
+
+    quick = ["--topology", "single", "--rps", "200", "--duration", "0.5", "--replications", "2", "--json"]
+    for engine, label in (("fast", "fast-numba/1"), ("simpy", "simpy-fcfs/1")):
+        assert main(["predict", *quick, "--engine", engine]) == 0
+        assert json.loads(capsys.readouterr().out)["inputs"]["engine"] == label
+    assert main(["predict", *quick[:-1], "--load", "wrk2"]) == 0  # not covered: one line, then the SimPy engine
+    err = capsys.readouterr().err
+    assert [line.strip() for line in err.splitlines() if "engine:" in line] == [
+        "engine: simpy (the fast engine does not cover the wrk2 load generator (per-connection schedules and timer "
+        "ticks))"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", *quick, "--engine", "turbo"])
+    assert exit_info.value.code == 2
+    assert "--engine" in capsys.readouterr().err
