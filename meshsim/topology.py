@@ -63,6 +63,12 @@ class Service:
     response_bytes: int = 1024
     node: str | None = None
     wakeup: WakeUp | None = None
+    # replicas spread over these nodes, replica r on nodes[r % len(nodes)] (a scheduler spreading pods); () = `node`
+    nodes: tuple[str, ...] = ()
+
+    def node_of_replica(self, r: int) -> str | None:
+        """Replica ``r``'s declared node (None: the service declares none)."""
+        return self.nodes[r % len(self.nodes)] if self.nodes else self.node
 
     def callees(self) -> tuple[str, ...]:
         names: list[str] = []
@@ -133,7 +139,7 @@ class Topology:
     node_cores: Mapping[str, float] = field(default_factory=dict)
 
     def node_of(self, service: str) -> str:
-        node = self.services[service].node
+        node = self.services[service].node_of_replica(0)
         return node if node is not None else f"node-{service}"
 
     def with_payload(self, response_bytes: int) -> "Topology":
@@ -184,7 +190,7 @@ def _step(raw: Any, where: str) -> Step:
 
 def _service(name: str, raw: Any, where: str) -> Service:
     s = Section(raw, where)
-    s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "handler", "wakeup",
+    s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "nodes", "handler", "wakeup",
                       "source", "note", "language"))
     handler_raw = s.require("handler")
     if not isinstance(handler_raw, list) or not handler_raw:
@@ -199,7 +205,19 @@ def _service(name: str, raw: Any, where: str) -> Service:
         response_bytes=s.integer("response_bytes", 1024, minimum=0, maximum=MAX_MESSAGE_BYTES),
         node=s.get("node"),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
+        nodes=_spread_nodes(s),
     )
+
+
+def _spread_nodes(s: Section) -> tuple[str, ...]:
+    raw = s.get("nodes")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) and n for n in raw):
+        raise ModelError(f"{s.key('nodes')}: expected a non-empty list of node names")
+    if s.get("node") is not None:
+        raise ModelError(f"{s.key('nodes')}: give either node or nodes, not both")
+    return tuple(raw)
 
 
 def _cpu_cost(section: Section, name: str) -> Distribution:
