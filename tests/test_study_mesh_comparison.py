@@ -139,3 +139,18 @@ def test_nodes_list_is_validated(tmp_path):
     path.write_text(text.replace("nodes: [w1, w2, w3, w4, w5]", "nodes: []", 1))
     with pytest.raises(ModelError, match=r"services\.web\.nodes"):
         load_topology(str(path))
+
+
+def test_shipped_hops_and_run_length_are_the_baseline_fit():
+    """The topology's hops and the study's run length are what the 50 rps baseline fit gives (no hand edits)."""
+    from meshsim.calibrate.studies.mesh_comparison_fit import fit_baseline
+    from meshsim.calibrate.studies.mesh_comparison_study import MEASURED_S
+
+    fit = fit_baseline()
+    hop = load_topology("emojivoto-study").network.cross_node
+    assert math.exp(hop.mu) == pytest.approx(fit.hop_median_ms * 1e-3, rel=1e-3)
+    assert hop.sigma == pytest.approx(fit.hop_sigma, rel=1e-3)
+    assert fit.measured_s == pytest.approx(MEASURED_S, abs=0.01)
+    for pct in ("p50", "p90", "p99", "p100"):  # the fit reproduces the column it was fitted to
+        published = {"p50": 7.3, "p90": 10.12, "p99": 14.22, "p100": 18.34}[pct]
+        assert fit.fitted[pct] == pytest.approx(published, rel=0.03)
