@@ -199,12 +199,16 @@ NOTES = [
     "paper's do. The pass is a mixture (lognormal body, slower path, narrow stall): every mesh's p90 is 2.4x its "
     "p50 and Istio's p99 equals its maximum, a shape a single lognormal cannot take.",
     "3500 rps: a wrk2 connection waits for its answer, so 96 connections carry at most 96 / mean latency. The "
-    "fitted 50 rps means (Istio ~41 ms, Traefik Mesh ~29 ms) allow ~2300 and ~3300 rps: wrk2 falls behind its "
-    "schedule and, timing from the intended send (coordinated-omission correction), reports latencies that grow "
-    "with the run (hundreds of ms to seconds). The paper's flat 3500 rps percentiles therefore imply that the "
-    "benchmark opened more connections than threads (at least rps x mean latency, ~150 for Istio); the document "
-    "does not print -c and the study does not tune it to the 3500 rps cells: these misses are that mechanism. "
-    "Linkerd (~22 ms, ~77 connections needed) and the baseline keep the schedule.",
+    "fitted 50 rps means (Istio ~40 ms, Traefik Mesh ~30 ms, Linkerd ~24 ms) need ~140, ~105 and ~84 connections "
+    "at 3500 rps (Little's law): Istio and Traefik Mesh fall behind their schedule and, timed from the intended send "
+    "(coordinated-omission correction), report latencies that grow with the run (seconds); Linkerd keeps the rate "
+    "but each connection is busy 87 % of its time, so requests wait for their connection (p50 x2). The paper's flat "
+    "3500 rps percentiles therefore imply that its benchmark opened more connections than threads; the document "
+    "does not print -c and the study does not tune it to the 3500 rps cells: these misses are that mechanism "
+    "(extras.what_if_connections: the same stage with enough connections, from the fit column's means).",
+    "The baseline's p90/p99 narrow at 3500 rps in the paper (9.3/11.6 against 10.1/14.2 ms at 50 rps) while its p50 "
+    "grows: busier nodes wake and schedule faster. The model has no such load dependence in its fitted hops (one "
+    "rate cannot identify it), so its baseline p90/p99 stay flat (+11 %, +21 %).",
     "CPU: " + CPU_NOTE + ". The paper's data-plane CPU grows only 1.1x (Istio), 1.3x (Traefik Mesh) and 2.8x "
     "(Linkerd) from 50 to 3500 rps: idle CPU (stats flushes, health checks, configuration pushes: the models' "
     "idle_millicores, fitted at 50 rps) dominates. What it adds at 3500 rps (Istio +0.011 cores for 345 more "
