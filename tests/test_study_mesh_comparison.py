@@ -56,8 +56,7 @@ def test_only_the_50_rps_column_is_fitted(result):
 def test_predictions_exist_and_errors_are_finite(result):
     for c in result.cells:
         if c.condition.get("layer") == "control-plane":
-            assert c.predicted is None and "control plane" not in c.note or c.note  # not modelled, and says why
-            assert c.predicted is None and c.note
+            assert c.predicted is None and "control plane" in c.note  # not modelled, and the cell says why
         else:
             assert c.predicted is not None and math.isfinite(c.predicted), c
             assert c.error is not None and math.isfinite(c.error), c
@@ -114,8 +113,9 @@ def test_idle_cpu_dominates_at_low_rate_and_is_reported(result):
         idle = load_mesh(model).proxy.idle_cores
         low = _cell(result, mesh, 50.0, "cpu_cores", "data-plane").predicted
         high = _cell(result, mesh, 3500.0, "cpu_cores", "data-plane").predicted
-        assert idle > 0 and low >= idle and low < 1.5 * idle + 0.01, (mesh, idle, low)
-        assert high > low
+        # at 50 rps the busiest proxy passes a few requests a second: a few millicores on top of its idle CPU
+        assert idle > 0 and idle <= low <= idle + 0.005, (mesh, idle, low)
+        assert high > low + 0.01
 
 
 def test_replicas_spread_over_the_declared_nodes():

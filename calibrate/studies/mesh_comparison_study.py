@@ -90,8 +90,8 @@ CPU_NOTE = ("the paper's unit is printed as '%' and not explained; read as cores
             "(CPU seconds per second: web's sidecar, Traefik's node proxy). Read as percent of one core, the 50 rps "
             "column (Istio 0.094, Linkerd 0.0036 '%') would leave a proxy passing 6 passes x 5 rps less CPU than "
             "that traffic needs, so that reading is refuted by the fit column itself")
-CONTROL_NOTE = ("meshsim models the data plane only: no request passes through istiod, Linkerd's destination/"
-                "identity or the Traefik Mesh controller, so their {what} is not predicted")
+CONTROL_NOTE = ("meshsim models the data plane only: no request passes through the control plane (istiod, Linkerd's "
+                "destination/identity, the Traefik Mesh controller), so its {what} is not predicted")
 
 
 def _latency_cells(rows: list[Mapping[str, Any]], mesh: str, rps: float, prediction: Any) -> list[Cell]:
