@@ -157,7 +157,7 @@ class Topology:
         ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
         the host as one burst). The topology's own node declarations (``single``: client and server apart) give
         way."""
-        services = {name: replace(svc, node="host") for name, svc in self.services.items()}
+        services = {name: replace(svc, node="host", nodes=()) for name, svc in self.services.items()}
         return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores})
 
 
@@ -344,7 +344,7 @@ def chain_topology(template: Topology, n: int) -> Topology:
         name = f"s{i}"
         like = leaf if i == n else middle
         handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in like.handler)
-        services[name] = replace(like, name=name, handler=handler, node=None)
+        services[name] = replace(like, name=name, handler=handler, node=None, nodes=())
         cores = template.node_cores.get(template.node_of(like.name))
         if cores is not None:
             node_cores[f"node-{name}"] = cores

@@ -154,3 +154,9 @@ def test_shipped_hops_and_run_length_are_the_baseline_fit():
     for pct in ("p50", "p90", "p99", "p100"):  # the fit reproduces the column it was fitted to
         published = {"p50": 7.3, "p90": 10.12, "p99": 14.22, "p100": 18.34}[pct]
         assert fit.fitted[pct] == pytest.approx(published, rel=0.03)
+
+
+def test_one_host_overrides_spread_nodes():
+    """meshsim validate's one-host view puts every replica on the host, spread list or not."""
+    host = load_topology("emojivoto-study").on_one_host(2)
+    assert {host.services["web"].node_of_replica(r) for r in range(10)} == {"host"}
