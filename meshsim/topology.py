@@ -63,6 +63,12 @@ class Service:
     response_bytes: int = 1024
     node: str | None = None
     wakeup: WakeUp | None = None
+    # replicas spread over these nodes, replica r on nodes[r % len(nodes)] (a scheduler spreading pods); () = `node`
+    nodes: tuple[str, ...] = ()
+
+    def node_of_replica(self, r: int) -> str | None:
+        """Replica ``r``'s declared node (None: the service declares none)."""
+        return self.nodes[r % len(self.nodes)] if self.nodes else self.node
 
     def callees(self) -> tuple[str, ...]:
         names: list[str] = []
@@ -133,7 +139,7 @@ class Topology:
     node_cores: Mapping[str, float] = field(default_factory=dict)
 
     def node_of(self, service: str) -> str:
-        node = self.services[service].node
+        node = self.services[service].node_of_replica(0)
         return node if node is not None else f"node-{service}"
 
     def with_payload(self, response_bytes: int) -> "Topology":
@@ -151,7 +157,7 @@ class Topology:
         ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
         the host as one burst). The topology's own node declarations (``single``: client and server apart) give
         way."""
-        services = {name: replace(svc, node="host") for name, svc in self.services.items()}
+        services = {name: replace(svc, node="host", nodes=()) for name, svc in self.services.items()}
         return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores})
 
 
@@ -184,7 +190,7 @@ def _step(raw: Any, where: str) -> Step:
 
 def _service(name: str, raw: Any, where: str) -> Service:
     s = Section(raw, where)
-    s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "handler", "wakeup",
+    s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "nodes", "handler", "wakeup",
                       "source", "note", "language"))
     handler_raw = s.require("handler")
     if not isinstance(handler_raw, list) or not handler_raw:
@@ -199,7 +205,19 @@ def _service(name: str, raw: Any, where: str) -> Service:
         response_bytes=s.integer("response_bytes", 1024, minimum=0, maximum=MAX_MESSAGE_BYTES),
         node=s.get("node"),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
+        nodes=_spread_nodes(s),
     )
+
+
+def _spread_nodes(s: Section) -> tuple[str, ...]:
+    raw = s.get("nodes")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) and n for n in raw):
+        raise ModelError(f"{s.key('nodes')}: expected a non-empty list of node names")
+    if s.get("node") is not None:
+        raise ModelError(f"{s.key('nodes')}: give either node or nodes, not both")
+    return tuple(raw)
 
 
 def _cpu_cost(section: Section, name: str) -> Distribution:
@@ -326,7 +344,7 @@ def chain_topology(template: Topology, n: int) -> Topology:
         name = f"s{i}"
         like = leaf if i == n else middle
         handler = tuple(Call(f"s{i + 1}") if isinstance(st, Call) else st for st in like.handler)
-        services[name] = replace(like, name=name, handler=handler, node=None)
+        services[name] = replace(like, name=name, handler=handler, node=None, nodes=())
         cores = template.node_cores.get(template.node_of(like.name))
         if cores is not None:
             node_cores[f"node-{name}"] = cores

@@ -121,7 +121,9 @@ class System:
         """Replica ``r`` of service ``name`` with its sidecar, registered as a caller."""
         topo = self.scenario.topology
         # replicas without a declared node each get a node of their own
-        node = topo.node_of(name) if svc.replicas == 1 or svc.node else f"{topo.node_of(name)}-{r}"
+        declared = svc.node_of_replica(r)
+        node = declared if declared is not None else topo.node_of(name) if svc.replicas == 1 else \
+            f"{topo.node_of(name)}-{r}"
         app = build_app(svc, r, node, self.streams)
         if self.proxy_model is not None and self.proxy_model.placement == "sidecar":
             app.sidecar = self._proxy_for(f"{name}/sidecar", f"{name}/sidecar#{r}", node)
