@@ -67,3 +67,16 @@ def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: 
     from meshsim.sim.engine import run_replication
 
     return run_replication(scenario, workload, horizon, seed, replication)
+
+
+def compiled_code_cached() -> bool:
+    """Whether numba's disk cache already holds the compiled loop (else the first fast run compiles it, which takes
+    a minute or two and deserves a line of progress). Looks where numba writes: ``__pycache__`` next to
+    sim/fast_kernels.py, or NUMBA_CACHE_DIR."""
+    import os
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    places = [Path(root)] if root else [here / "__pycache__"]
+    return any(any(place.rglob("fast_kernels*.nbi")) for place in places if place.is_dir())

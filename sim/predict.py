@@ -30,7 +30,7 @@ from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
-from meshsim.sim.fast_coverage import EngineChoice, choose_engine
+from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
@@ -190,6 +190,8 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     choice = choose_engine(settings.engine, scenario, workload, series=bool(horizon.series_s))
     if progress and choice.fallback:
         progress(choice.fallback)
+    if progress and choice.name == "fast" and not compiled_code_cached():
+        progress("compiling the fast engine (first run only: one to three minutes; cached on disk afterwards)")
     speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
     if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
         progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "

@@ -224,3 +224,14 @@ def test_cli_engine_flag_selects_and_reports_the_engine(capsys) -> None:
         main(["predict", *quick, "--engine", "turbo"])
     assert exit_info.value.code == 2
     assert "--engine" in capsys.readouterr().err
+
+
+def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
+    """Before the first compile a run says it is compiling (it takes minutes): the check looks where numba writes."""
+    from meshsim.sim.fast_coverage import compiled_code_cached
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not compiled_code_cached()
+    (tmp_path / "sim").mkdir()
+    (tmp_path / "sim" / "fast_kernels._loop-1.py311.nbi").write_bytes(b"")
+    assert compiled_code_cached()

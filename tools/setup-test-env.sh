@@ -27,4 +27,7 @@ PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet '.[test]'
+# compile the fast engine once into numba's disk cache, so that the tests' workers load it instead of compiling twice
+echo "setup: compiling the fast engine (numba, cached on disk)"
+.venv/bin/python -c "from meshsim.sim.fast_engine import load_compiled; load_compiled()"
 echo "setup: done ($(.venv/bin/meshsim --version))"
