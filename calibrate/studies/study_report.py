@@ -30,13 +30,14 @@ def _condition(c: Cell) -> str:
 def cell_table(result: StudyResult) -> str:
     """The plain-text table: one line per cell, published vs predicted, error, CI, role and note."""
     width = max([len("condition")] + [len(_condition(c)) for c in result.cells]) + 2  # conditions are never cut
+    tw = max([len("table")] + [len(c.table) for c in result.cells]) + 2
     lines = [f"study {result.study}: {result.title}", f"source: {result.source}", "",
-             f"{'table':<12}{'condition':<{width}}{'metric':<18}{'published':>10}{'predicted':>10}{'error':>8}"
+             f"{'table':<{tw}}{'condition':<{width}}{'metric':<18}{'published':>10}{'predicted':>10}{'error':>8}"
              f"  {'95% CI':<20}{'role':<10}note"]
     for c in result.cells:
         ci = f"[{_num(c.ci95[0])}, {_num(c.ci95[1])}]" if c.ci95 else "-"
         err = f"{c.error * 100:+.0f}%" if c.error is not None else "-"
-        lines.append(f"{c.table:<12}{_condition(c):<{width}}{c.metric:<18}{_num(c.published):>10}"
+        lines.append(f"{c.table:<{tw}}{_condition(c):<{width}}{c.metric:<18}{_num(c.published):>10}"
                      f"{_num(c.predicted):>10}{err:>8}  {ci:<20}{c.role:<10}{c.note}")
     s = result.summary()
     lat = s["median_abs_error_latency"]
