@@ -72,5 +72,5 @@ class PointCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(row, sort_keys=True), encoding="utf-8")
+        tmp.write_text(json.dumps(row), encoding="utf-8")  # in column order
         os.replace(tmp, path)

@@ -156,7 +156,7 @@ def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
                    for o, i in zip(options, indices)}
         from distributed import as_completed as dask_completed
 
-        for future in dask_completed(list(futures)):
+        for future in dask_completed(list(futures), loop=client.loop):
             yield futures[future], future.result()
     except BaseException:
         client.cancel(list(futures))
