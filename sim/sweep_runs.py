@@ -6,6 +6,12 @@ same numbers wherever it runs. A finished point goes to the on-disk cache at onc
 already there are not run again, so an interrupted sweep resumes where it stopped. On an interrupt (Ctrl-C, SIGTERM,
 SIGHUP: the CLI turns them into KeyboardInterrupt) the local workers are terminated (Dask tasks are cancelled), the
 finished points are written to the output, and the result says ``interrupted after N of M points``.
+
+An existing cluster (e.g. the Dask Helm chart or dask-kubernetes on Kubernetes): its worker image needs the same
+meshsim version (``pip install 'meshsim[dask]'``); model files are not needed there, since each task carries its
+loaded topology and mesh model. Reach the scheduler's port 8786 from the machine that runs ``meshsim sweep`` (e.g.
+``kubectl port-forward svc/dask-scheduler 8786:8786``, then ``--scheduler tcp://127.0.0.1:8786``). The cache and the
+output stay on that machine; workers only compute.
 """
 
 from __future__ import annotations
