@@ -6,6 +6,7 @@ M/M/1 (FCFS, service rate mu): the sojourn time is exponential with rate mu - la
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -92,3 +93,14 @@ def test_capacity_bad_input_is_one_line_naming_the_flag(args: list[str], flag: s
     assert main(["capacity", "--topology", "single", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"meshsim: error: {flag}:"), lines
+
+
+def test_capacity_json_from_the_command_line(capsys: pytest.CaptureFixture) -> None:
+    args = ["capacity", "--topology", "single", "--mesh", "istio", "--slo", "p99=5ms", "--duration", "0.2",
+            "--replications", "2", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    lo, hi = out["max_rps_ci95"]
+    assert lo <= out["max_rps"] <= hi and out["binding"] == "p99" and out["bottleneck"].endswith("/sidecar")
+    assert len(out["replications"]) == 2 and "size" not in out
+    assert main(args) == 0 and json.loads(capsys.readouterr().out) == out  # the same seed, the same answer
