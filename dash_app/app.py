@@ -16,6 +16,7 @@ from dash import Dash
 from meshsim.errors import FieldError, MeshsimError
 
 from .callbacks import Callbacks, register
+from .capacity_view import CapacityFinder, CapacityView
 from .layout import build_layout
 from .measured import default_dirs, load_measurements
 from .what_if import MeshFeatures
@@ -32,6 +33,7 @@ def create_app(
     topologies: Sequence[str] | None = None,
     meshes: Sequence[str] | None = None,
     budget_s: float = 1.2,
+    capacity_finder: CapacityFinder | None = None,
 ) -> Dash:
     """Build the what-if app over ``meshsim.sim.predict.predict_options`` and the built-in model catalog.
 
@@ -39,6 +41,7 @@ def create_app(
     shipped with the package (unless ``include_shipped`` is false).
     """
     from meshsim.catalog import list_meshes, list_topologies, load_mesh
+    from meshsim.sim.capacity_search import find_capacity
     from meshsim.sim.predict import predict_options
     from meshsim.topology import load_topology_text
 
@@ -52,6 +55,7 @@ def create_app(
         topologies=list(topologies if topologies is not None else list_topologies()),
         meshes=mesh_names,
         budget_s=budget_s,
+        capacity=CapacityView(capacity_finder or find_capacity, features),
     )
     app = Dash(__name__, title="meshsim what-if", update_title=None, serve_locally=True)
     # A function, so each page load gets its own client id (see Sweeper.advance).

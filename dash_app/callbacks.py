@@ -17,6 +17,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from meshsim.errors import MeshsimError
 
 from . import figures, report
+from .capacity_view import CapacityView
 from .layout import CONTROL_IDS, table
 from .measured import MeasuredSet, matching_runs, validation_rows
 from .what_if import UPLOADED, WhatIf, what_if_from_controls
@@ -40,6 +41,21 @@ class Callbacks:
     topologies: Sequence[str]
     meshes: Sequence[str]
     budget_s: float = 1.2  # compute time per request; the page polls until the sweep is complete
+    capacity: CapacityView | None = None
+
+    def capacity_bars(self, slo_text: str | None, upload_contents: str | None, *rest: Any) -> tuple:
+        """The capacity view for the current controls: delegates to CapacityView (a user error is its message)."""
+        *values, upload_filename = rest
+        try:
+            scenario = self.what_if(controls_dict(values, upload_contents, upload_filename))
+            if self.capacity is None:
+                return no_update, "the capacity view is not part of this app"
+            return self.capacity.compute(scenario, self.sweeper.topology(scenario), slo_text or "")
+        except MeshsimError as exc:
+            return no_update, str(exc)
+        except Exception as exc:  # never let a callback raise: log it, say it in one line
+            log.exception("capacity view failed")
+            return no_update, f"internal error: {type(exc).__name__}: {exc}"
 
     def what_if(self, controls: dict) -> WhatIf:
         what_if = what_if_from_controls(controls, self.topologies, self.meshes, self.sweeper.features.all)
@@ -161,6 +177,11 @@ def register(app: Dash, callbacks: Callbacks) -> None:
         Input("download-csv", "n_clicks"), Input("download-json", "n_clicks"), State("upload", "contents"),
         *control_states, State("upload", "filename"), prevent_initial_call=True,
     )(lambda _csv, _json, *rest: callbacks.download(ctx.triggered_id, *rest))
+    app.callback(
+        Output("capacity-graph", "figure"), Output("capacity-message", "children"),
+        Input("capacity-run", "n_clicks"), State("capacity-slo", "value"), State("upload", "contents"),
+        *control_states, State("upload", "filename"), prevent_initial_call=True,
+    )(lambda _run, *rest: callbacks.capacity_bars(*rest))
     app.callback(
         Output("topology", "value"), Output("upload-name", "children"),
         Input("upload", "contents"), State("upload", "filename"), prevent_initial_call=True,

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from dash import dcc, html
 
+from .capacity_view import capacity_section
 from .measured import MeasuredSet
 from .what_if import UPLOADED, MeshFeatures
 
@@ -126,6 +127,7 @@ def views(measured: MeasuredSet) -> html.Div:
             ]),
             html.Div(id="table", style={"maxHeight": "340px", "overflowY": "auto"}),
         ], style=CARD),
+        capacity_section(CARD),
         html.Div([
             html.H4("Measurements", style={"margin": "4px 0"}),
             html.Div(id="measured-info", style={"fontSize": "12px"}),

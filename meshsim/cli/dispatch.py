@@ -18,6 +18,8 @@ from meshsim.errors import ComponentMissing, MeshsimError
 SUBCOMMANDS = {
     "meshsim.cli.predict_command": ("predict", ""),
     "meshsim.cli.factorial_command": ("factorial", ""),
+    "meshsim.cli.sweep_command": ("sweep", ""),
+    "meshsim.cli.capacity_command": ("capacity", ""),
     "meshsim.cli.study_command": ("study", "study"),
     "meshsim.cli.fit_command": ("fit", "fit"),
     "meshsim.cli.lab_command": ("lab", "lab"),

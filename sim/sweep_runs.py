@@ -1,0 +1,207 @@
+"""``sweep``: the library function behind ``meshsim sweep``: every point of a grid as an independent task.
+
+Points run locally in forked processes (default) or on a Dask cluster (``scheduler="tcp://HOST:PORT"``; dask is
+imported only then). Each point is :func:`point_row`: a plain function of its options, seeded by them, so it gives the
+same numbers wherever it runs. A finished point goes to the on-disk cache at once (``sim/sweep_cache.py``); points
+already there are not run again, so an interrupted sweep resumes where it stopped. On an interrupt (Ctrl-C, SIGTERM,
+SIGHUP: the CLI turns them into KeyboardInterrupt) the local workers are terminated (Dask tasks are cancelled), the
+finished points are written to the output, and the result says ``interrupted after N of M points``.
+
+An existing cluster (e.g. the Dask Helm chart or dask-kubernetes on Kubernetes): its worker image needs the same
+meshsim version (``pip install 'meshsim[dask]'``); model files are not needed there, since each task carries its
+loaded topology and mesh model. Reach the scheduler's port 8786 from the machine that runs ``meshsim sweep`` (e.g.
+``kubectl port-forward svc/dask-scheduler 8786:8786``, then ``--scheduler tcp://127.0.0.1:8786``). The cache and the
+output stay on that machine; workers only compute.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+
+from meshsim.distributions import MS
+from meshsim.errors import FieldError, MeshsimError
+from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
+from meshsim.request import PredictOptions
+from meshsim.sim.predict import _stop_workers, predict_options
+from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
+from meshsim.sweep_grid import SweepGrid, SweepPoint
+
+PERCENTILE_COLUMNS = ("p50", "p90", "p99", "p999", "max")
+OnPoint = Callable[[int, int], None]  # (finished points, all points), after each point
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    table: pd.DataFrame  # one row per finished point, in grid order
+    total: int
+    computed: int  # points run by this call (the rest came from the cache)
+    interrupted: str = ""  # "interrupted after N of M points" when stopped early
+
+    @property
+    def finished(self) -> int:
+        return len(self.table)
+
+
+def point_row(options: PredictOptions) -> dict[str, Any]:
+    """Run one point and flatten its prediction into a row (latency in ms with 95 % CI bounds, CPU per component)."""
+    prediction = predict_options(options)
+    row: dict[str, Any] = {}
+    for key in PERCENTILE_COLUMNS:
+        estimate = prediction.latency[key]
+        row[f"{key}_ms"] = estimate.value / MS
+        row[f"{key}_ms_lo"] = estimate.lo / MS
+        row[f"{key}_ms_hi"] = estimate.hi / MS
+    row["achieved_rps"] = prediction.achieved_rps.value
+    row["bottleneck"] = prediction.bottleneck
+    row["bottleneck_utilization"] = prediction.utilization.get(prediction.bottleneck, math.nan)
+    row["saturated"] = bool(prediction.saturated)
+    row["replications"] = prediction.replications
+    row["seed"] = options.seed
+    for component, cores in sorted(prediction.cpu_cores.items()):
+        row[f"cpu_{component}"] = cores
+    return row
+
+
+def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | None = None,
+          cache_dir: str | Path | None = None, scheduler: str | None = None, processes: int | None = None,
+          on_point: OnPoint | None = None) -> SweepResult:
+    """Validate the grid, run every point not in the cache, write ``out`` (.csv or .parquet) and ``html``.
+
+    The output holds the finished points even when interrupted."""
+    writer = table_writer(out) if out is not None else None
+    if html is not None:
+        _check_html(html)
+    grid.validate()
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
+    client = connect_scheduler(scheduler) if scheduler else None  # an unreachable one is refused before any work
+    try:
+        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], None] | None,
+                  html: str | Path | None, cache_dir: str | Path | None, client: Any, processes: int | None,
+                  on_point: OnPoint | None) -> SweepResult:
+    keys = [point_key(p.options) for p in points]
+    cache = PointCache(cache_dir if cache_dir is not None else default_cache_dir())
+    rows: dict[int, dict[str, Any]] = {}
+    for index, key in enumerate(keys):
+        cached = cache.get(key)
+        if cached is not None:
+            rows[index] = cached
+    todo = [i for i in range(len(points)) if i not in rows]
+    cached = len(rows)
+    say = on_point or (lambda _done, _total: None)
+    say(len(rows), len(points))
+    interrupted = ""
+    runner = _dask_rows if client is not None else _local_rows
+    finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
+    try:
+        for index, row in finished:
+            cache.put(keys[index], row)
+            rows[index] = row
+            say(len(rows), len(points))
+    except KeyboardInterrupt:
+        interrupted = f"interrupted after {len(rows)} of {len(points)} points"
+    finally:
+        finished.close()  # an interrupt outside the runner's wait still stops its workers now
+    table = _table(points, rows)
+    if writer is not None:
+        writer(table)
+    if html is not None and len(table):
+        from meshsim.sweep_report import write_sweep_report
+
+        write_sweep_report(table, html)
+    return SweepResult(table, len(points), len(rows) - cached, interrupted)
+
+
+def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.DataFrame:
+    records = [{**points[i].key_columns(), **rows[i]} for i in sorted(rows)]
+    return pd.DataFrame.from_records(records)
+
+
+def _local_rows(options: list[PredictOptions], indices: list[int], processes: Any,
+                ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Points in forked processes; an interrupt terminates them before it propagates."""
+    if not options:
+        return
+    workers = min(processes or os.cpu_count() or 1, len(options))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=reset_interrupts_in_child)
+    try:
+        with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
+            futures = {pool.submit(point_row, o): i for o, i in zip(options, indices)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
+
+
+def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Points as tasks of an existing Dask cluster; an interrupt cancels the tasks not finished."""
+    if not options:
+        return
+    futures: dict[Any, int] = {}
+    try:
+        futures = {client.submit(point_row, o, key=f"meshsim-point-{point_key(o)}", pure=False): i
+                   for o, i in zip(options, indices)}
+        from distributed import as_completed as dask_completed
+
+        for future in dask_completed(list(futures), loop=client.loop):
+            yield futures[future], future.result()
+    except BaseException:
+        client.cancel(list(futures))
+        raise
+
+
+def connect_scheduler(address: str) -> Any:
+    """A ``distributed.Client`` on ``address``; an unreachable scheduler is a user error naming ``scheduler``."""
+    try:
+        from distributed import Client
+    except ModuleNotFoundError:
+        raise MeshsimError("--scheduler needs the Python package 'distributed': pip install 'meshsim[dask]'") from None
+    if not isinstance(address, str) or "://" not in address:
+        raise FieldError("scheduler", f"expected an address like tcp://HOST:PORT, got {address!r}")
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise FieldError("scheduler", f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+def table_writer(out: str | Path) -> Callable[[pd.DataFrame], None]:
+    """The writer for ``out`` by its suffix, checked before anything runs (parquet needs pyarrow)."""
+    path = Path(out)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return lambda table: table.to_csv(path, index=False)
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401  (pandas writes parquet through it)
+        except ModuleNotFoundError:
+            raise FieldError("out", "writing parquet needs the Python package 'pyarrow': "
+                                    "pip install 'meshsim[parquet]' (or write FILE.csv)") from None
+        return lambda table: table.to_parquet(path, index=False)
+    raise FieldError("out", f"expected FILE.csv or FILE.parquet, got {str(out)!r}")
+
+
+def _check_html(html: str | Path) -> None:
+    try:
+        import plotly  # noqa: F401
+    except ModuleNotFoundError:
+        raise FieldError("html", "the report needs the Python package 'plotly': pip install 'meshsim[dash]'") \
+            from None
