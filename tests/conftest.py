@@ -16,9 +16,9 @@ from meshsim.errors import ComponentMissing
 from meshsim.tools import find_binary
 
 
-# Tests that start real processes run one after another on one pytest-xdist worker (setup.cfg runs the suite with
-# `-n 2 --dist loadgroup`): their session fixtures (the kube-apiserver, its network namespace) start once, and two
-# labs never measure at the same time. The engine's tests fill the other worker.
+# tools/run-tests.sh runs the tests that start real processes in a phase of their own, without xdist. Should
+# someone run them under `-n N --dist loadgroup`, they stay together on one worker: their session fixtures (the
+# kube-apiserver, its network namespace) start once, and two labs never measure at the same time.
 REAL_PROCESS_MARKERS = ("lab", "kube", "browser")
 
 
@@ -67,3 +67,11 @@ def fortio_echo_server(fortio: Path, folder: Path) -> Iterator[int]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane() -> Iterator[object]:
+    """The --kube tests' kube-apiserver, etcd, scheduler, controller-manager and kwok (tests/kube_cluster.py)."""
+    from kube_cluster import control_plane_for_session
+
+    yield from control_plane_for_session()

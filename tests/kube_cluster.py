@@ -25,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Iterator
+
 import pytest
 import yaml
 
@@ -255,15 +257,17 @@ def _wait_nodes_ready(cp: ControlPlane, timeout_s: float = 60) -> None:
                        f"{(cp.workdir / 'kwok.log').read_text()[-1500:]}")
 
 
-_SESSION: dict[str, ControlPlane] = {}
-
-
 def session_control_plane(request: pytest.FixtureRequest) -> ControlPlane:
-    """The session's control plane: started on first use, stopped when the session ends."""
-    if "cp" not in _SESSION:
-        cp = start_control_plane()
-        _SESSION["cp"] = cp
-        # add_cleanup runs last-in first-out: stop the processes, then remove their directory.
-        request.session.config.add_cleanup(lambda: shutil.rmtree(cp.workdir, ignore_errors=True))
-        request.session.config.add_cleanup(cp.stop)
-    return _SESSION["cp"]
+    """The session's control plane (the ``kube_control_plane`` fixture of tests/conftest.py): started on first use,
+    stopped at the session's teardown (which pytest-xdist workers run; config clean-ups they do not)."""
+    cp: ControlPlane = request.getfixturevalue("kube_control_plane")
+    return cp
+
+
+def control_plane_for_session() -> Iterator[ControlPlane]:
+    cp = start_control_plane()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+        shutil.rmtree(cp.workdir, ignore_errors=True)

@@ -26,10 +26,22 @@ class NetnsLab:
         self.hosts_dir = Path("/etc/netns") / name
         self.procs: list[subprocess.Popen] = []
 
+    @staticmethod
+    def reap_stale() -> None:
+        """Delete the namespaces of test sessions that are gone (killed before their teardown): two host veths
+        with the same address and route would make the new namespace unreachable ("no route to host")."""
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+        for name in listed:
+            tag = name.removeprefix("meshsim-kube-")
+            if tag != name and tag.isdigit() and not Path(f"/proc/{tag}").exists():
+                subprocess.run(["ip", "netns", "del", name], capture_output=True)  # takes its veth pair along
+                subprocess.run(["ip", "link", "del", f"mkh{tag}"], capture_output=True)
+
     @classmethod
     def create(cls) -> "NetnsLab | None":
         if os.geteuid() != 0 or shutil.which("ip") is None:
             return None
+        cls.reap_stale()
         tag = f"{os.getpid() % 100000}"
         lab = cls(f"meshsim-kube-{tag}", f"mkh{tag}")
         peer = f"mkn{tag}"

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
+from meshsim.calibrate.load.held_fraction import lab_prior
+
 from meshsim.calibrate.fit.acceptance import KS_MAX, choose, problem
 from meshsim.calibrate.fit_runs import fit_runs
 from meshsim.calibrate.fit.families import Family
@@ -165,7 +167,10 @@ def test_cpu_fraction_from_cpu_seconds_and_absent_without(tmp_path: Path) -> Non
     _write(tmp_path / "without", "base", "baseline", 1000.0, _sum(BASE))
     _write(tmp_path / "without", "server", "server-sidecar", 1000.0, _sum(BASE, INBOUND, INBOUND))
     summary = fit_runs([tmp_path / "without"], "envoy-nocpu", tmp_path / "n.yaml", families=GAMMA)
-    assert "cpu_fraction" not in yaml.safe_load((tmp_path / "n.yaml").read_text())["proxy"]
+    # no CPU and no bursts: the held fraction is the lab's prior, said as such (not a CPU-based estimate)
+    proxy = yaml.safe_load((tmp_path / "n.yaml").read_text())["proxy"]
+    assert proxy["cpu_fraction"] == pytest.approx(lab_prior().fraction)
+    assert "prior" in proxy["source"] and "server/sidecar" not in proxy["source"]
     assert load_mesh(str(tmp_path / "n.yaml")).proxy.cpu_fraction == 1.0
     assert any("cpu_fraction not written" in n for n in summary.notes)
 
