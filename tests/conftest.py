@@ -23,6 +23,8 @@ REAL_PROCESS_MARKERS = ("lab", "kube", "browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
+        return  # without workers (or with `-p no:xdist`, where the marker is unknown) there is nothing to group
     for item in items:
         if any(item.get_closest_marker(m) for m in REAL_PROCESS_MARKERS):
             item.add_marker(pytest.mark.xdist_group("real-processes"))
