@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from meshsim.factorial_analysis import VALUE, factorial_effects
 from meshsim.progress import Progress
+from meshsim.sim.stats import t_interval
 
 from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.istio_features_scenarios import (FIT_RPS, Condition, conditions, options_for,
@@ -75,11 +75,8 @@ def published_influence() -> dict[str, dict[str, float]]:
 
 
 def _mean_ci(values: list[float]) -> tuple[float, tuple[float, float] | None]:
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return mean, None
-    half = float(stats.t.ppf(0.975, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values)))
-    return mean, (mean - half, mean + half)
+    est = t_interval(values)  # the engine's Student-t interval over independent replications
+    return est.value, ((est.lo, est.hi) if math.isfinite(est.lo) else None)
 
 
 class IstioFeaturesStudy(Study):
