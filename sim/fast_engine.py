@@ -12,16 +12,17 @@ import numpy as np
 
 from meshsim.distributions import Exponential
 from meshsim.scenario import Scenario
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine import Horizon, ReplicationResult, _usage, expected_wire_bytes, time_breakdown
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
                                       station_arrays)
-from meshsim.sim.loadgen import FortioPlan
+from meshsim.sim.loadgen import WRK2_CLOCK_S, WRK2_CONNECT_STAGGER_S, FortioPlan
 from meshsim.sim.streams import BATCH, Streams
 from meshsim.sim.system import System
+from meshsim.sim.window_series import CpuSampler, ReplicationSeries, replication_series, window_edges
 
 ENGINE_NAME = "fast-numba/1"
 CAPACITY = 8 * BATCH + K.LOW_WATER  # a stream's buffer: up to 8 batches ahead
@@ -79,38 +80,64 @@ def connections_of(workload: Workload, duration: float) -> int:
 
 
 def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, client_pc: int) -> tuple:
-    """The load generator's parameters and per-thread (fortio) or per-user (sequential) state."""
+    """The load generator's parameters, its per-thread (fortio), per-user (sequential) or per-connection (wrk2)
+    state, and its rate profile's points (time s, rps)."""
     load = workload.load
-    load_i = np.zeros(20, dtype=np.int64)
-    load_f = np.zeros(8)
+    load_i = np.zeros(V.LOAD_I, dtype=np.int64)
+    load_f = np.zeros(V.LOAD_F)
     load_f[V.LF_DURATION], load_f[V.LF_WARMUP], load_f[V.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
-    load_f[V.LF_MAX_END] = -np.inf
+    load_f[V.LF_MAX_END], load_f[V.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
     load_i[V.L_CLIENT_PC], load_i[V.L_JITTER] = client_pc, -1
+    profile = np.zeros((1, 2))
     threads = 1
     if isinstance(load, OpenLoad):
-        load_i[V.L_KIND] = V.LOAD_OPEN
-        load_i[V.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / load.rps)))
-        load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
-        load_i[V.L_CONNECTIONS] = load.connections
+        profile = _open_load(load, streams, table, load_i, load_f)
     elif isinstance(load, FortioLoad):
-        plan = FortioPlan.of(load, horizon.duration)
-        threads = plan.threads
-        load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
-        load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
-        if load.jitter:
-            load_i[V.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
-        load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
-                                 "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
-        load_f[V.LF_RATE] = load.rps / threads
+        threads = _fortio_load(load, horizon, streams, table, load_i, load_f)
+    elif isinstance(load, Wrk2Load):
+        load_i[V.L_KIND], threads = V.LOAD_WRK2, load.used_connections
+        load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
     else:
         load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
         threads = load.users
     load_i[V.L_THREADS] = threads
-    th_i = np.zeros((threads, 3), dtype=np.int64)
+    th_i, th_f = np.zeros((threads, 3), dtype=np.int64), np.zeros((threads, 3))
     if isinstance(load, SequentialLoad):
         for user in range(threads):
             th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
-    return load_i, load_f, th_i, np.zeros((threads, 3))
+    if isinstance(load, Wrk2Load):  # connection i of a thread connects i x 5 ms after the thread starts
+        th_f[:, V.THF_START] = (np.arange(threads) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
+    return load_i, load_f, th_i, th_f, profile
+
+
+def _open_load(load: OpenLoad, streams: Streams, table, load_i: np.ndarray, load_f: np.ndarray) -> np.ndarray:
+    """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
+    peak = load.profile.max_rps if load.profile is not None else load.rps
+    load_i[V.L_KIND] = V.LOAD_OPEN
+    load_i[V.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
+    load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
+    load_i[V.L_CONNECTIONS] = load.connections
+    if load.profile is None:
+        return np.zeros((1, 2))
+    load_i[V.L_PROFILE] = V.PROFILE_STEPS if load.profile.kind == "steps" else V.PROFILE_RAMP
+    load_i[V.L_POINTS] = len(load.profile.points)
+    load_i[V.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
+    load_f[V.LF_PEAK] = peak
+    return np.array(load.profile.points, dtype=float).reshape(-1, 2)
+
+
+def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
+                 load_f: np.ndarray) -> int:
+    """fortio's plan, pacing options and warm-up mode; returns its threads."""
+    plan = FortioPlan.of(load, horizon.duration)
+    load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
+    load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
+    if load.jitter:
+        load_i[V.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
+    load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
+                             "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
+    load_f[V.LF_RATE] = load.rps / plan.threads
+    return plan.threads
 
 
 def _tokens(count: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,7 +170,8 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
     ncores, slowdown, starts, ends, count, last, floor, width = node_arrays(lowering)
     net_i, net_f = network_arrays(lowering)
     bal_i, active, ewma = balancer_arrays(lowering)
-    load_i, load_f, th_i, th_f = load_arrays(workload, horizon, streams, lowering.streams, client_pc)
+    load_i, load_f, th_i, th_f, profile = load_arrays(workload, horizon, streams, lowering.streams, client_pc)
+    samples = _sample_rows(horizon, len(lowering.station_list), load_i)
     flags = np.zeros(K.FLAGS, dtype=np.int64)
     flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
     n_streams = max(len(lowering.streams.refills), 1)
@@ -156,9 +184,19 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
         K.R_STF: st_f, K.R_FREE: free_at, K.R_BUSY: busy, K.R_QUSED: quota_used, K.R_PXF: px_f, K.R_POST: post,
         K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_NSTART: starts, K.R_NEND: ends, K.R_NLAST: last,
         K.R_NFLOOR: floor, K.R_NETF: net_f[None, :], K.R_EWMA: ewma, K.R_CHW: ch_w, K.R_LOADF: load_f[None, :],
-        K.R_THF: th_f, K.R_GF: np.zeros((1, 4)),
+        K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile, K.R_SAMPLES: samples,
     }
     return tables, len(lowering.proxy_list)
+
+
+def _sample_rows(horizon: Horizon, stations: int, load_i: np.ndarray) -> np.ndarray:
+    """Room for the time series' snapshots: a row per window edge (and one spare: the compiled loop counts the
+    windows from the load's actual start), two columns per station (busy seconds, jobs)."""
+    if not horizon.series_s:
+        return np.zeros((1, 1))
+    rows = window_edges(horizon.warmup, horizon.duration, horizon.series_s).size + 1
+    load_i[V.L_SAMPLE_ROWS], load_i[V.L_STATIONS] = rows, stations
+    return np.zeros((rows, 2 * stations))
 
 
 def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -176,7 +214,7 @@ def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizo
     buffers = StreamBuffers(lowering.streams.refills)
     buffers.attach(layout.view(K.R_POS)[:, 0], layout.view(K.R_LIM)[:, 0])
     rate = workload.load.rps if np.isfinite(workload.load.rps) else 1e4  # think time 0: the buffer grows as needed
-    LAT = np.zeros(int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024)
+    LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
     HT, HI = np.zeros(4096), np.zeros((4096, 2), dtype=np.int64)
     TI, TF, FREE = _tokens(1024, _depth(scenario))
     flags = layout.view(K.R_FLAGS)[0]
@@ -193,10 +231,12 @@ def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizo
             TI, TF, FREE, flags[K.G_FREE_N] = _grow_tokens(TI, TF, FREE, int(flags[K.G_FREE_N]))
         if flags[K.G_HEAP_N] + V.MARGIN > HT.size:
             HT, HI = np.resize(HT, 2 * HT.size), np.resize(HI, (2 * HT.size, 2))
-        if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.size:
-            LAT = np.resize(LAT, 2 * LAT.size)
+        if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.shape[0]:
+            LAT = np.resize(LAT, (2 * LAT.shape[0], 2))
     _write_back(system, lowering, layout)
-    return _result(system, workload, horizon, layout, LAT)
+    result = _result(system, workload, horizon, layout, LAT)
+    result.series = _series(system, lowering, horizon, layout, LAT, result)
+    return result
 
 
 def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
@@ -229,7 +269,7 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
     else:
         end = origin + horizon.duration
     window = max(end - origin - warmup, 1e-12)
-    latencies = LAT[:int(load_i[V.L_NLAT])].copy()
+    latencies = LAT[:int(load_i[V.L_NLAT]), 0].copy()
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
     started = int(load_i[V.L_IN_WINDOW])
     return ReplicationResult(
@@ -246,6 +286,28 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
         wire_bytes=expected_wire_bytes(system),
         load_start=origin,
     )
+
+
+def _series(system: System, lowering: Lowering, horizon: Horizon, layout: Layout, LAT: np.ndarray,
+            result: ReplicationResult) -> ReplicationSeries | None:
+    """engine.run_replication's series: the compiled loop's snapshots at the window edges, in System.stations()
+    order, cut with the measured requests' send times (wrk2: answer times) by the same function."""
+    if not horizon.series_s:
+        return None
+    origin = result.load_start
+    edges = window_edges(origin + horizon.warmup, origin + horizon.duration, horizon.series_s)
+    load_i = layout.view(K.R_LOADI)[0]
+    snapshots = layout.view(K.R_SAMPLES)[:edges.size].reshape(edges.size, -1, 2)
+    if int(load_i[V.L_SAMPLE_K]) == edges.size - 1:  # no drain: the run ended at the last edge, before its turn
+        snapshots[-1, :, 0] = layout.view(K.R_BUSY).sum(axis=1)[:snapshots.shape[1]]
+        snapshots[-1, :, 1] = layout.view(K.R_STI)[:snapshots.shape[1], K.ST_JOBS]
+    elif int(load_i[V.L_SAMPLE_K]) != edges.size:
+        raise RuntimeError(f"the compiled loop took {load_i[V.L_SAMPLE_K]} snapshots for {edges.size} window edges")
+    stations = system.stations()
+    snapshots = snapshots[:, [lowering.station_ids[id(station)] for _, station, _ in stations]]
+    sampler = CpuSampler(edges, stations, busy=snapshots[:, :, 0].tolist(), jobs=snapshots[:, :, 1].tolist())
+    measured = LAT[:int(load_i[V.L_NLAT])]
+    return replication_series(sampler, origin, measured[:, 1], measured[:, 0])
 
 
 def load_compiled() -> None:

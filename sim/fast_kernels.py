@@ -38,9 +38,9 @@ jit = njit(cache=True, error_model="numpy")
 (R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
  R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
  R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
- R_EWMA, R_CHW, R_LOADF, R_THF, R_GF) = range(41)
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(43)
 INT_REGIONS = tuple(range(R_FLAGS + 1))
-HEADER = 2 * 41
+HEADER = 2 * 43
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
@@ -488,9 +488,15 @@ FR_RET, FR_BAL, FR_IDX, FR_SESSION = range(4)
 KIND_TIMED, KIND_WARM, KIND_BRANCH = 0, 1, 2
 # load columns
 (L_KIND, L_THREADS, L_CALLS, L_UNIFORM, L_JITTER, L_NOCATCHUP, L_WARM_MODE, L_STARTED, L_FINISHED, L_BEFORE,
- L_IN_WINDOW, L_PHASE, L_WARM_LEFT, L_ARRIVALS, L_CONN_STREAM, L_CONNECTIONS, L_NLAT, L_CLIENT_PC, L_ENDS) = range(19)
-(LF_DURATION, LF_WARMUP, LF_DRAIN, LF_ORIGIN, LF_MEASURE, LF_RATE, LF_MAX_END, LF_NOW) = range(8)
-LOAD_OPEN, LOAD_FORTIO, LOAD_SEQUENTIAL = range(3)
+ L_IN_WINDOW, L_PHASE, L_WARM_LEFT, L_ARRIVALS, L_CONN_STREAM, L_CONNECTIONS, L_NLAT, L_CLIENT_PC, L_ENDS,
+ L_PROFILE, L_POINTS, L_THINNING, L_SAMPLE_ROWS, L_SAMPLES, L_SAMPLE_K, L_STATIONS) = range(26)
+LOAD_I = 26
+(LF_DURATION, LF_WARMUP, LF_DRAIN, LF_ORIGIN, LF_MEASURE, LF_RATE, LF_MAX_END, LF_NOW, LF_PEAK, LF_WINDOW,
+ LF_SAMPLE_START, LF_SAMPLE_END, LF_INTERVAL, LF_TIMER, LF_CLOCK) = range(15)
+LOAD_F = 15
+LOAD_OPEN, LOAD_FORTIO, LOAD_SEQUENTIAL, LOAD_WRK2 = range(4)
+PROFILE_NONE, PROFILE_RAMP, PROFILE_STEPS = range(3)
+SAMPLE = -(1 << 40)  # the heap entry of the time series' next window edge (threads and connections are -2 - id)
 WARM_NONE, WARM_PARALLEL, WARM_SEQUENTIAL = range(3)
 # fortio threads / sequential users
 TH_I, TH_STATE, TH_STREAM = range(3)
@@ -697,12 +703,13 @@ def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
     if kind == KIND_WARM:
         _warm_done(I, F, HT, HI, TI, TF, FREE, owner, now)
         return
+    load = I[_li(I, L_KIND)]
+    if load == LOAD_WRK2:
+        _wrk2_done(I, F, HT, HI, LAT, owner, sent, now)
+        return
     I[_li(I, L_FINISHED)] += 1
     if sent >= F[_lf(I, LF_MEASURE)]:
-        n = _li(I, L_NLAT)
-        LAT[I[n]] = now - sent
-        I[n] += 1
-    load = I[_li(I, L_KIND)]
+        _record(I, LAT, now - sent, sent)
     if load == LOAD_FORTIO:
         _fortio_next(I, F, B, HT, HI, owner, now)
     elif load == LOAD_SEQUENTIAL:
@@ -710,10 +717,25 @@ def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
 
 
 @jit
+def _record(I, LAT, latency, at_time):
+    """A measured answer: its latency, and the time the series files it under (sent, or wrk2's answer time)."""
+    n = _li(I, L_NLAT)
+    LAT[I[n], 0] = latency
+    LAT[I[n], 1] = at_time
+    I[n] += 1
+
+
+@jit
 def _send(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now):
     """client_request: a new timed request, run at once (the caller is not inside another token's step)."""
+    _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now, now)
+
+
+@jit
+def _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now, sent):
+    """_send with the time the latency counts from (wrk2: the intended send time)."""
     I[_li(I, L_STARTED)] += 1
-    tok = _alloc(I, TI, TF, FREE, KIND_TIMED, conn, owner, I[_li(I, L_CLIENT_PC)], -1, now)
+    tok = _alloc(I, TI, TF, FREE, KIND_TIMED, conn, owner, I[_li(I, L_CLIENT_PC)], -1, sent)
     step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
 
 
@@ -740,6 +762,7 @@ def _open_window(I, F, HT, HI, now):
     if I[_li(I, L_KIND)] == LOAD_FORTIO:
         for tid in range(I[_li(I, L_THREADS)]):
             heap_push(I, HT, HI, now, -2 - tid)
+        _start_samples(I, F, HT, HI)  # after the threads, as engine.py starts its sampler after the load
 
 
 @jit
@@ -796,11 +819,112 @@ def _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now):
     """An open load's Poisson arrival: a request on a random connection, and the next arrival."""
     if now >= F[_lf(I, LF_DURATION)]:
         return
-    connections = I[_li(I, L_CONNECTIONS)]
-    conn = min(int(draw(I, B, I[_li(I, L_CONN_STREAM)]) * connections), connections - 1)
     # the next arrival first: the request may run on past the current time (step's no-heap path) only up to it
     heap_push(I, HT, HI, now + draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
+    if I[_li(I, L_PROFILE)] != PROFILE_NONE:  # thinning: arrivals at the peak rate, kept with rate(t) / peak
+        peak = F[_lf(I, LF_PEAK)]
+        if draw(I, B, I[_li(I, L_THINNING)]) * peak > _rate_at(I, F, now):
+            return
+    connections = I[_li(I, L_CONNECTIONS)]
+    conn = min(int(draw(I, B, I[_li(I, L_CONN_STREAM)]) * connections), connections - 1)
     _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -1, conn, now)
+
+
+@jit
+def _rate_at(I, F, t):
+    """RateProfile.rate_at: linear between points (ramp) or held until the next one (steps)."""
+    n = I[_li(I, L_POINTS)]
+    if t <= F[at(I, R_PROFILE, 0, 0)]:
+        return F[at(I, R_PROFILE, 0, 1)]
+    for k in range(n - 1):
+        t0, r0 = F[at(I, R_PROFILE, k, 0)], F[at(I, R_PROFILE, k, 1)]
+        t1, r1 = F[at(I, R_PROFILE, k + 1, 0)], F[at(I, R_PROFILE, k + 1, 1)]
+        if t < t1:
+            if I[_li(I, L_PROFILE)] == PROFILE_STEPS:
+                return r0
+            return r0 + (r1 - r0) * (t - t0) / (t1 - t0)
+    return F[at(I, R_PROFILE, n - 1, 1)]
+
+
+@jit
+def _wrk2_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, conn, now):
+    """_wrk2_connection's loop: wait on the event loop's timer until the intended send time, or send at once when
+    behind (Wrk2Pacer.wait); the connection stops at the end of the run."""
+    if now >= F[_lf(I, LF_DURATION)]:
+        return
+    intended = F[at(I, R_THF, conn, THF_START)] + I[at(I, R_THI, conn, TH_I)] * F[_lf(I, LF_INTERVAL)]
+    if intended - now >= F[_lf(I, LF_CLOCK)]:  # less than one clock tick ahead is on time
+        timer = F[_lf(I, LF_TIMER)]
+        if timer <= 0:
+            wait = intended - now
+        else:  # C round(w + 0.5) ticks; float noise must not move a whole tick (numpy's rounding to 9 digits)
+            wait = timer * math.floor(np.round((intended - now) / timer, 9) + 1.0)
+        heap_push(I, HT, HI, now + wait, -2 - conn)
+        return
+    _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, conn, conn, now, intended)
+
+
+@jit
+def _wrk2_done(I, F, HT, HI, LAT, conn, intended, now):
+    """An answer on a wrk2 connection: counted, timed from its intended send time and filed under its arrival
+    (unread if the run ended while it was on its way); then the connection goes on at once."""
+    I[at(I, R_THI, conn, TH_I)] += 1
+    if now > F[_lf(I, LF_DURATION)]:
+        return
+    I[_li(I, L_FINISHED)] += 1
+    if now >= F[_lf(I, LF_MEASURE)]:
+        _record(I, LAT, now - intended, now)
+    heap_push(I, HT, HI, now, -2 - conn)
+
+
+@jit
+def _start_samples(I, F, HT, HI):
+    """The time series' window edges (window_series.window_edges): every ``window`` from the warm-up's end, the
+    last at the end of the run; at each, every station's booked busy time and jobs (CpuSampler)."""
+    window = F[_lf(I, LF_WINDOW)]
+    if window <= 0:
+        return
+    start = F[_lf(I, LF_ORIGIN)] + F[_lf(I, LF_WARMUP)]
+    end = F[_lf(I, LF_ORIGIN)] + F[_lf(I, LF_DURATION)]
+    count = max(1, int(math.ceil((end - start) / window - 1e-9)))
+    I[_li(I, L_SAMPLES)] = min(count, I[_li(I, L_SAMPLE_ROWS)] - 1)
+    F[_lf(I, LF_SAMPLE_START)], F[_lf(I, LF_SAMPLE_END)] = start, end
+    heap_push(I, HT, HI, start, SAMPLE)
+
+
+@jit
+def _sample(I, F, HT, HI):
+    """Snapshot at window edge k, then wait for edge k + 1."""
+    k = I[_li(I, L_SAMPLE_K)]
+    for st in range(I[_li(I, L_STATIONS)]):
+        total = 0.0
+        for j in range(I[at(I, R_STI, st, ST_SERVERS)]):
+            total += F[at(I, R_BUSY, st, j)]
+        F[at(I, R_SAMPLES, k, 2 * st)] = total
+        F[at(I, R_SAMPLES, k, 2 * st + 1)] = I[at(I, R_STI, st, ST_JOBS)]
+    k += 1
+    I[_li(I, L_SAMPLE_K)] = k
+    count = I[_li(I, L_SAMPLES)]
+    if k < count:
+        heap_push(I, HT, HI, F[_lf(I, LF_SAMPLE_START)] + F[_lf(I, LF_WINDOW)] * k, SAMPLE)
+    elif k == count:
+        heap_push(I, HT, HI, F[_lf(I, LF_SAMPLE_END)], SAMPLE)
+
+
+@jit
+def _timer(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now):
+    """A timer fired: the series' next window edge, a fortio thread's or a wrk2 connection's wake-up, or a
+    sequential user's next request (they request, think and repeat until the run ends)."""
+    if entry == SAMPLE:
+        _sample(I, F, HT, HI)
+        return
+    kind = I[_li(I, L_KIND)]
+    if kind == LOAD_FORTIO:
+        _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
+    elif kind == LOAD_WRK2:
+        _wrk2_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
+    elif now < F[_lf(I, LF_DURATION)]:
+        _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, -2 - entry, now)
 
 
 @jit
@@ -816,9 +940,11 @@ def start_load(I, F, B, HT, HI, TI, TF, FREE):
     _open_window(I, F, HT, HI, 0.0)
     if kind == LOAD_OPEN:
         heap_push(I, HT, HI, draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
-    elif kind == LOAD_SEQUENTIAL:
-        for user in range(threads):
-            heap_push(I, HT, HI, 0.0, -2 - user)
+    elif kind == LOAD_SEQUENTIAL or kind == LOAD_WRK2:
+        for user in range(threads):  # a wrk2 connection waits for its connect (THF_START) on its timer
+            heap_push(I, HT, HI, F[at(I, R_THF, user, THF_START)] if kind == LOAD_WRK2 else 0.0, -2 - user)
+    if kind != LOAD_FORTIO:
+        _start_samples(I, F, HT, HI)
 
 
 # -- the loop -----------------------------------------------------------------------------------------------------
@@ -859,7 +985,6 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
     """Process events until the drain ends (DONE), a stream runs low (REFILL) or room runs short (GROW)."""
     low, heap_n, free_n, nlat = (at(I, R_FLAGS, 0, G_LOW), at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_FREE_N),
                                  _li(I, L_NLAT))
-    kind = I[_li(I, L_KIND)]
     if I[at(I, R_FLAGS, 0, G_STARTED)] == 0:  # one entry point: one compiled library to load from the cache
         I[at(I, R_FLAGS, 0, G_STARTED)] = 1
         start_load(I, F, B, HT, HI, TI, TF, FREE)
@@ -883,7 +1008,5 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
             step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
         elif entry == -1:
             _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now)
-        elif kind == LOAD_FORTIO:
-            _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
-        elif now < F[_lf(I, LF_DURATION)]:  # a sequential user: request, think, repeat until the run ends
-            _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, -2 - entry, now)
+        else:
+            _timer(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)

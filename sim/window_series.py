@@ -86,12 +86,18 @@ def start_sampler(env: simpy.Environment, stations: list[tuple[str, Any, Any]], 
     None without a window (no series)."""
     if not window_s:
         return None
+    sampler = CpuSampler(window_edges(start, end, window_s), stations)
+    env.process(sampler.run(env))
+    return sampler
+
+
+def window_edges(start: float, end: float, window_s: float) -> np.ndarray:
+    """Edges every ``window_s`` from ``start``, the last one at ``end`` (the compiled engine's _start_samples
+    computes the same edges with the same arithmetic)."""
     count = max(1, math.ceil((end - start) / window_s - 1e-9))
     edges = start + window_s * np.arange(count + 1, dtype=float)
     edges[-1] = end
-    sampler = CpuSampler(edges, stations)
-    env.process(sampler.run(env))
-    return sampler
+    return edges
 
 
 @dataclass(frozen=True)
