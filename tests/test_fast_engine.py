@@ -20,16 +20,16 @@ from meshsim.errors import FieldError
 from meshsim.request import PredictOptions, build_request
 from meshsim.scenario import build_scenario
 from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_coverage import choose_engine
+from meshsim.sim.fast_coverage import EngineChoice, choose_engine
 from meshsim.sim.fast_engine import run_fast_replication
 from meshsim.sim.predict import horizon_for, predict
 from meshsim.sim.stats import latency_summary, t_interval
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from simkit import plain, tandem_topology
 
 TOPOLOGIES = ("single", "chain3", "lb3", "edge", "bookinfo", "emojivoto")
 MESHES = ("none", "istio", "linkerd", "traefik", "istio-1.2")
-LOADS = ("open", "fortio", "sequential")
+LOADS = ("open", "fortio", "sequential", "wrk2", "profile")
 REPS = 4
 SEED = 7
 
@@ -42,10 +42,13 @@ def compiled() -> None:
 
 
 def _request(topology: str, mesh: str, load: str, **extra):
-    rps = {"open": 300.0, "fortio": 300.0, "sequential": None}[load]
-    connections = {"open": 64, "fortio": 4, "sequential": 2}[load]
-    options = PredictOptions(topology=topology, mesh=mesh, load=load, rps=rps, connections=connections,
-                             duration_s=2.0 if load != "sequential" else 4.0, **extra)
+    """``profile``: the open load ramping 100 -> 300 rps over the run (its time series on, as by default)."""
+    rps = {"open": 300.0, "fortio": 300.0, "sequential": None, "wrk2": 300.0, "profile": None}[load]
+    connections = {"open": 64, "fortio": 4, "sequential": 2, "wrk2": 8, "profile": 64}[load]
+    profile = RateProfile.ramp(100.0, 300.0, 2.0) if load == "profile" else None
+    options = PredictOptions(topology=topology, mesh=mesh, load="open" if load == "profile" else load, rps=rps,
+                             connections=connections, duration_s=2.0 if load != "sequential" else 4.0,
+                             profile=profile, **extra)
     return build_request(options)
 
 
@@ -142,15 +145,37 @@ def test_what_if_variants_share_their_random_numbers() -> None:
     assert float(np.mean(bigger.latencies)) > float(np.mean(base.latencies))  # the bytes cost time
 
 
-def test_coverage_names_the_missing_mechanism_and_falls_back() -> None:
+GAP = "a mechanism only the SimPy engine has"
+
+
+@pytest.fixture
+def coverage_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled engine covers every mechanism today: to check the fallback's plumbing, pretend it lacks one for
+    the wrk2 load (what sim/fast_coverage.py says when a mechanism reaches the SimPy engine first)."""
+    from meshsim.sim import fast_coverage
+
+    monkeypatch.setattr(fast_coverage, "uncovered_mechanism",
+                        lambda scenario, workload, series=False: GAP if isinstance(workload.load, Wrk2Load) else None)
+
+
+def test_the_fast_engine_covers_every_load_and_the_time_series() -> None:
     scenario = build_request(PredictOptions(rps=100)).scenario
-    choice = choose_engine(None, scenario, Workload(Wrk2Load(100.0, 4, 2)))
-    assert choice.name == "simpy" and "wrk2" in choice.fallback and "\n" not in choice.fallback
-    assert choose_engine(None, scenario, Workload(OpenLoad(100.0))).name == "fast"
+    loads = (OpenLoad(100.0), OpenLoad(100.0, profile=RateProfile.ramp(10.0, 100.0, 5.0)), FortioLoad(100.0, 2),
+             SequentialLoad(Deterministic(0.05), 2), Wrk2Load(100.0, 4, 2))
+    for load in loads:
+        for series in (False, True):
+            assert choose_engine(None, scenario, Workload(load), series) == EngineChoice("fast"), (load, series)
     assert choose_engine("simpy", scenario, Workload(OpenLoad(100.0))).name == "simpy"
     with pytest.raises(FieldError) as err:
         choose_engine("turbo", scenario, Workload(OpenLoad(100.0)))
     assert err.value.field == "engine"
+
+
+def test_an_uncovered_mechanism_falls_back_naming_it(coverage_gap: None) -> None:
+    scenario = build_request(PredictOptions(rps=100)).scenario
+    choice = choose_engine(None, scenario, Workload(Wrk2Load(100.0, 4, 2)))
+    assert choice.name == "simpy" and GAP in choice.fallback and "\n" not in choice.fallback
+    assert choose_engine(None, scenario, Workload(OpenLoad(100.0))).name == "fast"
 
 
 @pytest.mark.parametrize("topology, mesh", [("bookinfo", "istio"), ("chain3", "linkerd"), ("single", "none")])
@@ -169,15 +194,17 @@ def test_wire_bytes_per_request_agree_between_the_engines(topology: str, mesh: s
         assert fast[key] == pytest.approx(simpy[key], rel=0.03)
 
 
-def test_a_time_series_runs_on_simpy_and_says_so() -> None:
+def test_a_time_series_runs_on_the_fast_engine() -> None:
     lines: list[str] = []
     pred = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False, timeseries_s=0.5,
                    progress=lines.append)
-    assert pred.inputs["engine"] == "simpy-fcfs/1" and "time series" in pred.inputs["engine_fallback"]
+    assert pred.inputs["engine"] == "fast-numba/1" and "engine_fallback" not in pred.inputs
+    assert not [line for line in lines if line.startswith("engine:")]
     assert pred.timeseries is not None and len(pred.timeseries.windows) == 2
+    assert sum(w.requests for w in pred.timeseries.windows) == pred.requests
 
 
-def test_prediction_says_which_engine_ran() -> None:
+def test_prediction_says_which_engine_ran(coverage_gap: None) -> None:
     lines: list[str] = []
     fast = predict("single", "istio", rps=200, duration_s=1.0, replications=2, saturation=False)
     assert fast.inputs["engine"] == "fast-numba/1"
@@ -208,7 +235,7 @@ def test_sequential_users_think_between_requests() -> None:
     assert math.isfinite(mean)
 
 
-def test_cli_engine_flag_selects_and_reports_the_engine(capsys) -> None:
+def test_cli_engine_flag_selects_and_reports_the_engine(capsys, coverage_gap: None) -> None:
     from meshsim.cli import main
 
     quick = ["--topology", "single", "--rps", "200", "--duration", "0.5", "--replications", "2", "--json"]
@@ -218,8 +245,7 @@ def test_cli_engine_flag_selects_and_reports_the_engine(capsys) -> None:
     assert main(["predict", *quick[:-1], "--load", "wrk2"]) == 0  # not covered: one line, then the SimPy engine
     err = capsys.readouterr().err
     assert [line.strip() for line in err.splitlines() if "engine:" in line] == [
-        "engine: simpy (the fast engine does not cover the wrk2 load generator (per-connection schedules and timer "
-        "ticks))"]
+        f"engine: simpy (the fast engine does not cover {GAP})"]
     with pytest.raises(SystemExit) as exit_info:
         main(["predict", *quick, "--engine", "turbo"])
     assert exit_info.value.code == 2

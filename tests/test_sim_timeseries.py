@@ -42,11 +42,13 @@ def test_default_window_is_round_and_about_36_per_run():
     assert default_window(60.0) == 2.0
 
 
-def test_exact_timeline_of_a_ramp_on_a_deterministic_station():
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_exact_timeline_of_a_ramp_on_a_deterministic_station(engine):
     """Ramp 100 -> 300 rps over 10 s onto 1 ms of deterministic work on 64 cores: no request ever waits."""
     p = predict(station_topology(Deterministic(1 * MS), servers=64), "none",
-                profile=RateProfile.ramp(100, 300, 10.0), timeseries_s=2.0, replications=2, **QUIET)
+                profile=RateProfile.ramp(100, 300, 10.0), timeseries_s=2.0, replications=2, engine=engine, **QUIET)
     assert p.inputs["duration_s"] == 10.0 and p.inputs["warmup_s"] == 0.0  # the profile is the run
+    assert p.inputs["engine"].startswith(engine)
     series = p.timeseries
     assert series is not None and series.window_s == 2.0
     assert [(w.start_s, w.end_s) for w in series.windows] == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
@@ -63,9 +65,10 @@ def test_exact_timeline_of_a_ramp_on_a_deterministic_station():
     assert np.all(np.diff(counts) > 0), counts  # the ramp rises window after window
 
 
-def test_windows_start_after_the_warmup_and_add_up_to_the_totals():
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_windows_start_after_the_warmup_and_add_up_to_the_totals(engine):
     p = predict(station_topology(Exponential(1 * MS)), "none", rps=300, duration_s=6.0, warmup_s=1.0,
-                timeseries_s=1.0, replications=3, **QUIET)
+                timeseries_s=1.0, replications=3, engine=engine, **QUIET)
     series = p.timeseries
     assert [w.start_s for w in series.windows] == [1, 2, 3, 4, 5]
     assert all(w.offered_rps == 300 for w in series.windows)
@@ -79,11 +82,12 @@ def test_a_constant_load_has_no_series_unless_asked():
     assert p.timeseries is None and p.to_dict()["timeseries"] is None
 
 
-def test_littles_law_holds_in_every_window():
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_littles_law_holds_in_every_window(engine):
     """M/M/1 at utilisation 0.6: the time-average number in the system of each window equals the window's arrival
     rate x the mean latency of its arrivals (edge effects are latency / window, here ~0.1 %)."""
     p = predict(station_topology(Exponential(2 * MS)), "none", rps=300, duration_s=20.0, warmup_s=2.0,
-                timeseries_s=3.0, replications=2, seed=5, **QUIET)
+                timeseries_s=3.0, replications=2, seed=5, engine=engine, **QUIET)
     for w in p.timeseries.windows:
         arrivals = w.requests / 2 / (w.end_s - w.start_s)
         assert w.in_system == pytest.approx(arrivals * w.latency["mean"], rel=0.03), w
