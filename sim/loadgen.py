@@ -141,7 +141,7 @@ def _open(env: simpy.Environment, system: System, load: OpenLoad, end: float, re
         if env.now >= end:
             break
         if load.profile is not None and accept() * peak > load.profile.rate_at(env.now):
-            continue  # thinning: a non-homogeneous Poisson process
+            continue  # thinning: a non-homogeneous Poisson process (mirrored by fast_kernels._arrival)
         trace.started += 1
         env.process(_one(env, system, int(conns.integers(load.connections)), record))
     trace.ends.append(end)
@@ -198,7 +198,7 @@ class Wrk2Pacer:
         return self.origin + self.completed * self.interval
 
     def wait(self, now: float) -> float:
-        """Seconds to wait before sending (0: send now)."""
+        """Seconds to wait before sending (0: send now). The compiled engine mirrors it (fast_kernels._wrk2_wake)."""
         target = self.intended
         if target - now < WRK2_CLOCK_S:  # wrk2 compares whole microseconds: less than one ahead is on time
             return 0.0

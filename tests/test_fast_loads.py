@@ -173,3 +173,16 @@ def test_saturated_wrk2_latency_grows_with_the_run_on_the_fast_engine() -> None:
         assert r.achieved_rps == pytest.approx(1 / service, rel=0.04)
         assert means[duration] == pytest.approx(duration * (1 - 1 / rho) / 2, rel=0.1)
     assert means[16.0] / means[4.0] == pytest.approx(4.0, rel=0.1)
+
+
+def test_a_run_without_drain_closes_its_last_window_with_the_totals() -> None:
+    """No drain: the run ends at the last window edge, before its snapshot's turn; nothing is booked after the
+    window closes, so the last edge takes the run's totals (the windows' CPU and visits add up to the usage)."""
+    horizon = Horizon(1.0, 0.2, 0.0, 0.25)
+    result = run_fast_replication(plain(station_topology(Exponential(MS))), Workload(OpenLoad(300.0)), horizon, 1, 0)
+    series, usage = result.series, result.usage["q/app"]
+    spans = np.diff(series.edges)
+    assert list(series.edges) == pytest.approx([0.2, 0.45, 0.7, 0.95, 1.0])
+    assert float(np.sum(series.instance_cores["q/app#0"] * spans)) == pytest.approx(usage.cpu_seconds, rel=1e-9)
+    assert float(np.sum(series.instance_jobs["q/app#0"] * spans)) == pytest.approx(usage.jobs, abs=1e-6)
+    assert usage.jobs > 200 and int(series.requests.sum()) == result.latencies.size
