@@ -29,8 +29,9 @@ import pandas as pd
 from meshsim.distributions import MS
 from meshsim.errors import FieldError, MeshsimError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
-from meshsim.request import PredictOptions
-from meshsim.sim.predict import _stop_workers, predict_options
+from meshsim.progress import Progress
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim.predict import _stop_workers, compile_before_forking, predict_options
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import SweepGrid, SweepPoint
 
@@ -73,10 +74,11 @@ def point_row(options: PredictOptions) -> dict[str, Any]:
 
 def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | None = None,
           cache_dir: str | Path | None = None, scheduler: str | None = None, processes: int | None = None,
-          on_point: OnPoint | None = None) -> SweepResult:
+          on_point: OnPoint | None = None, progress: Progress | None = None) -> SweepResult:
     """Validate the grid, run every point not in the cache, write ``out`` (.csv or .parquet) and ``html``.
 
-    The output holds the finished points even when interrupted."""
+    The output holds the finished points even when interrupted. ``progress`` gets the lines that are not a point's
+    (the compiled engine's one-off compile, before the first point)."""
     writer = table_writer(out) if out is not None else None
     if html is not None:
         _check_html(html)
@@ -85,7 +87,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
     client = connect_scheduler(scheduler) if scheduler else None  # an unreachable one is refused before any work
     try:
-        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point)
+        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point, progress)
     finally:
         if client is not None:
             client.close()
@@ -93,7 +95,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
 
 def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], None] | None,
                   html: str | Path | None, cache_dir: str | Path | None, client: Any, processes: int | None,
-                  on_point: OnPoint | None) -> SweepResult:
+                  on_point: OnPoint | None, progress: Progress | None = None) -> SweepResult:
     keys = [point_key(p.options) for p in points]
     cache = PointCache(cache_dir if cache_dir is not None else default_cache_dir())
     rows: dict[int, dict[str, Any]] = {}
@@ -103,6 +105,8 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
             rows[index] = cached
     todo = [i for i in range(len(points)) if i not in rows]
     cached = len(rows)
+    if client is None and todo:  # local workers fork from here: they inherit the compiled engine loaded once
+        compile_before_forking((build_request(points[i].options) for i in todo), progress)
     say = on_point or (lambda _done, _total: None)
     say(len(rows), len(points))
     interrupted = ""

@@ -16,8 +16,10 @@ from meshsim.cli import main
 from meshsim.distributions import Exponential
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
-from meshsim.sim.capacity_search import bisect_capacity, find_capacity, find_size, replication_seeds
-from simkit import NO_MESH, station_topology
+from meshsim.sim.capacity_search import bisect_capacity, find_capacity, replication_seeds
+from meshsim.sim.capacity_sizing import find_size, with_replicas
+from meshsim.sim.predict import predict_options
+from simkit import NO_MESH, station_topology, tandem_topology
 
 MU = 1000.0  # 1 ms mean service
 STATION = PredictOptions(topology=station_topology(Exponential(1 / MU)), mesh=NO_MESH, duration_s=8.0, seed=7)
@@ -71,8 +73,56 @@ def test_sizing_replicas_for_a_rate_one_station_cannot_serve() -> None:
     meet it (M/M/1 p90 at 750 rps is 9.2 ms with a Poisson split, less with round robin)."""
     capacity = find_size(STATION.with_changes(duration_s=4.0), parse_slo("p90=10ms"),
                          SizingQuestion("replicas", 1500.0), replications=2, processes=2)
-    assert capacity.size == {"kind": "replicas", "value": 2, "target_rps": 1500.0}
-    assert capacity.max_rps >= 1500.0 and capacity.to_dict()["size"]["value"] == 2
+    assert capacity.size == {"kind": "replicas", "replicas": {"q": 2}, "grown": ["q"], "target_rps": 1500.0}
+    assert capacity.max_rps >= 1500.0 and capacity.to_dict()["size"]["replicas"] == {"q": 2}
+
+
+# q1 (0.2 ms) calls q2 (1 ms), both exponential, one core each: at 2400 rps q2 is the bottleneck by far (one replica
+# is 240 % busy, q1 48 %). p90 <= 6 ms needs q2's instances at about 600 rps each.
+TANDEM = PredictOptions(topology=tandem_topology([Exponential(0.0002), Exponential(0.001)]), mesh=NO_MESH,
+                        duration_s=2.0, seed=11)
+TANDEM_SLO = parse_slo("p90=6ms")
+
+
+def _p90_ms(replicas: dict[str, int]) -> float:
+    """The prediction the sizing judges by: the target rate, the same replications and seeds."""
+    sized = with_replicas(TANDEM, replicas).with_changes(rps=2400.0, replications=2, precision=None,
+                                                         saturation=False)
+    return predict_options(sized).latency["p90"].value * 1e3
+
+
+def test_replicas_grow_only_the_bottleneck_service_and_are_the_fewest() -> None:
+    lines: list[str] = []
+    capacity = find_size(TANDEM, TANDEM_SLO, SizingQuestion("replicas", 2400.0), replications=2,
+                         progress=lines.append)
+    size = capacity.size
+    assert size is not None and size["replicas"]["q1"] == 1 and size["grown"] == ["q2"], (size, lines)
+    grown = size["replicas"]["q2"]
+    assert 3 <= grown <= 5, size  # the M/M/1 split gives 4: p90 = ln 10 / (1000 - 2400 / k) s
+    assert _p90_ms({"q2": grown}) <= 6.0 < _p90_ms({"q2": grown - 1})  # one replica less misses (same seeds)
+    assert any("bottleneck q2/app" in line for line in lines) and not any("q1=2" in line for line in lines)
+    assert capacity.max_rps >= 2400.0 * 0.98  # the capacity at that size is at least the target (bisection's 2 %)
+
+
+def test_when_the_bottleneck_moves_the_next_service_grows_and_each_is_the_fewest() -> None:
+    """q1 at 0.6 ms: once q2 has 2 replicas q1 (144 % busy) is the bottleneck; both grow, and one replica less on
+    either misses the SLO."""
+    options = TANDEM.with_changes(topology=tandem_topology([Exponential(0.0006), Exponential(0.001)]))
+    size = find_size(options, TANDEM_SLO, SizingQuestion("replicas", 2400.0), replications=2).size
+    assert size is not None and size["grown"] == ["q1", "q2"] and min(size["replicas"].values()) >= 2, size
+    replicas = size["replicas"]
+    for service in replicas:
+        fewer = with_replicas(options, {**replicas, service: replicas[service] - 1})
+        at_target = fewer.with_changes(rps=2400.0, replications=2, precision=None, saturation=False)
+        assert not TANDEM_SLO.met({k: e.value for k, e in predict_options(at_target).latency.items()}), service
+
+
+def test_a_bottleneck_replicas_cannot_relieve_is_named() -> None:
+    """The client's own sidecar is not a service: adding replicas does not help it, and the answer says so."""
+    options = PredictOptions(topology="single", mesh="istio", duration_s=0.5, seed=3, proxy_cpu_limit=0.1)
+    with pytest.raises(FieldError) as info:
+        find_size(options, parse_slo("p99=5ms"), SizingQuestion("replicas", 3000.0), replications=2)
+    assert info.value.field == "target_rps" and "client/sidecar" in info.value.problem
 
 
 def test_sizing_the_proxy_refuses_a_mesh_without_proxies() -> None:
