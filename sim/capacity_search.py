@@ -21,7 +21,7 @@ import multiprocessing
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -167,8 +167,15 @@ def find_capacity(options: PredictOptions, slo: Slo, replications: int = 3, proc
     compile_before_forking([build_request(base)], progress)  # refuses bad options before any probe, too
     jobs = [(base, slo, seed, tolerance) for seed in replication_seeds(options.seed, replications)]
     finished: list[Crossing] = []
+
+    def found(crossing: Crossing) -> None:
+        finished.append(crossing)
+        if progress:
+            progress(f"bisection {len(finished)} of {len(jobs)}: max rps {crossing.max_rps:.0f} "
+                     f"({crossing.probes} probes)")
+
     try:
-        _run_jobs(jobs, processes, finished)
+        _run_jobs(jobs, processes, found)
     except KeyboardInterrupt:
         done = [f"interrupted after {len(finished)} of {len(jobs)} bisections"]
         done += [f"bisection with seed {c.seed}: max rps {c.max_rps:.0f} (binding {c.binding}, bottleneck "
@@ -180,11 +187,12 @@ def find_capacity(options: PredictOptions, slo: Slo, replications: int = 3, proc
     return summarise(sorted(finished, key=lambda c: order[c.seed]), slo)
 
 
-def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int, finished: list[Crossing]) -> None:
-    """Run the bisections, appending each crossing to ``finished`` as it comes (an interrupt keeps them)."""
+def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int,
+              found: Callable[[Crossing], None]) -> None:
+    """Run the bisections, handing each crossing to ``found`` as it comes (so an interrupt keeps them)."""
     if processes <= 1 or len(jobs) == 1:
         for job in jobs:
-            finished.append(_bisect_job(job))
+            found(_bisect_job(job))
         return
     pool = ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=multiprocessing.get_context("fork"),
                                initializer=reset_interrupts_in_child)
@@ -192,7 +200,7 @@ def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int
         with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
             futures = [pool.submit(_bisect_job, j) for j in jobs]
         for future in as_completed(futures):
-            finished.append(future.result())
+            found(future.result())
     except BaseException:
         _stop_workers(pool)
         raise

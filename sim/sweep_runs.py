@@ -22,7 +22,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 import pandas as pd
 
@@ -37,6 +37,7 @@ from meshsim.sweep_grid import SweepGrid, SweepPoint
 
 PERCENTILE_COLUMNS = ("p50", "p90", "p99", "p999", "max")
 OnPoint = Callable[[int, int], None]  # (finished points, all points), after each point
+Rows = Generator[tuple[int, dict[str, Any]], None, None]  # (point index, row) as points finish
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -105,14 +106,15 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
             rows[index] = cached
     todo = [i for i in range(len(points)) if i not in rows]
     cached = len(rows)
-    if client is None and todo:  # local workers fork from here: they inherit the compiled engine loaded once
-        compile_before_forking((build_request(points[i].options) for i in todo), progress)
     say = on_point or (lambda _done, _total: None)
-    say(len(rows), len(points))
     interrupted = ""
     runner = _dask_rows if client is not None else _local_rows
-    finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
+    finished: Rows | None = None
     try:
+        if client is None and todo:  # local workers fork from here: they inherit the compiled engine loaded once
+            compile_before_forking((build_request(points[i].options) for i in todo), progress)
+        say(len(rows), len(points))
+        finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
             cache.put(keys[index], row)
             rows[index] = row
@@ -120,7 +122,8 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
     finally:
-        finished.close()  # an interrupt outside the runner's wait still stops its workers now
+        if finished is not None:
+            finished.close()  # an interrupt outside the runner's wait still stops its workers now
     table = _table(points, rows)
     if writer is not None:
         writer(table)
@@ -137,7 +140,7 @@ def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.Data
 
 
 def _local_rows(options: list[PredictOptions], indices: list[int], processes: Any,
-                ) -> Iterator[tuple[int, dict[str, Any]]]:
+                ) -> Rows:
     """Points in forked processes; an interrupt terminates them before it propagates."""
     if not options:
         return
@@ -156,7 +159,7 @@ def _local_rows(options: list[PredictOptions], indices: list[int], processes: An
 
 
 def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
+               ) -> Rows:
     """Points as tasks of an existing Dask cluster; an interrupt cancels the tasks not finished."""
     if not options:
         return

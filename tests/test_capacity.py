@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +160,55 @@ def test_capacity_json_from_the_command_line(capsys: pytest.CaptureFixture) -> N
     assert lo <= out["max_rps"] <= hi and out["binding"] == "p99" and out["bottleneck"].endswith("/sidecar")
     assert len(out["replications"]) == 2 and "size" not in out
     assert main(args) == 0 and json.loads(capsys.readouterr().out) == out  # the same seed, the same answer
+
+
+def _signal_after(args: list[str], line_part: str, sig: signal.Signals) -> tuple[int, str, str, list[int], int]:
+    """Run the real CLI in its own session, send ``sig`` once stderr shows ``line_part``; (exit code, stdout,
+    stderr, its worker processes just before the signal, the session id)."""
+    proc = subprocess.Popen([sys.executable, "-m", "meshsim", "capacity", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line_part in line:
+            break
+    workers = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    proc.send_signal(sig)
+    out, rest = proc.communicate(timeout=60)
+    return proc.returncode, out, "".join(seen) + rest, workers, proc.pid
+
+
+def _left_in_session(session: int) -> list[str]:
+    time.sleep(0.5)
+    return subprocess.run(["pgrep", "-s", str(session)], capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_an_interrupted_capacity_prints_its_finished_bisections(sig: signal.Signals) -> None:
+    """Signalled after the first of 4 bisections (2 worker processes): the finished crossings are printed, exit
+    130, no traceback, no result on stdout, and no worker is left."""
+    code, out, err, workers, session = _signal_after(
+        ["--topology", "single", "--mesh", "istio", "--slo", "p99=5ms", "--duration", "6", "--replications", "4",
+         "--processes", "2"], "bisection 1 of 4", sig)
+    assert code == 130 and "Traceback" not in err, err
+    assert len(workers) == 2, workers  # the pool was running the other bisections
+    said = [line.removeprefix("meshsim capacity: ") for line in err.splitlines()
+            if line.startswith("meshsim capacity: ")]
+    finished = int(said[0].split("interrupted after ")[1].split(" of 4")[0])
+    assert 1 <= finished < 4 and said[0] == f"interrupted after {finished} of 4 bisections", said
+    assert len(said) == 1 + finished and all(s.startswith("bisection with seed ") for s in said[1:]), said
+    assert out == "" and _left_in_session(session) == []
+
+
+def test_an_interrupted_sizing_prints_the_sizes_judged() -> None:
+    code, out, err, _, session = _signal_after(
+        ["--topology", "chain3", "--mesh", "istio", "--slo", "p99=10ms", "--target-rps", "5000", "--size",
+         "replicas", "--duration", "10", "--replications", "2"], "replicas s1=1 s2=1 s3=1: misses", signal.SIGTERM)
+    assert code == 130 and "Traceback" not in err and out == "", err
+    said = [line.removeprefix("meshsim capacity: ") for line in err.splitlines()
+            if line.startswith("meshsim capacity: ")]
+    assert said[0].startswith("interrupted after ") and said[0].endswith(" sizes judged at 5000 rps"), said
+    assert said[1].startswith("missed the SLO: replicas s1=1 s2=1 s3=1"), said
+    assert _left_in_session(session) == []
