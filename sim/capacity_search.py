@@ -30,7 +30,8 @@ from meshsim.errors import FieldError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import Prediction, _stop_workers, compile_before_forking, predict_options
+from meshsim.sim.predict import (Prediction, _stop_workers, load_compiled_engine, predict_options,
+                                 uses_compiled_engine)
 from meshsim.sim.stats import t_interval
 
 LIGHT_RPS = 100.0  # first probe when the options give no rate
@@ -164,7 +165,8 @@ def find_capacity(options: PredictOptions, slo: Slo, replications: int = 3, proc
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
     base = options.with_changes(rps=options.rps or LIGHT_RPS)
-    compile_before_forking([build_request(base)], progress)  # refuses bad options before any probe, too
+    if uses_compiled_engine([build_request(base)]):  # build_request refuses bad options before any probe
+        load_compiled_engine(progress)  # once, here: the bisection workers fork with it loaded
     jobs = [(base, slo, seed, tolerance) for seed in replication_seeds(options.seed, replications)]
     finished: list[Crossing] = []
 

@@ -26,7 +26,7 @@ from meshsim.errors import FieldError
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, find_capacity
-from meshsim.sim.predict import compile_before_forking, predict_options
+from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
 
 Replicas = dict[str, int]
 
@@ -180,7 +180,8 @@ def find_size(options: PredictOptions, slo: Slo, question: SizingQuestion, repli
     An interrupt raises :class:`CapacityInterrupted` with the sizes judged so far."""
     if question.kind != "replicas":
         with_proxy_size(options, question.kind, 1)  # refuse a size the mesh has no place for before simulating
-    compile_before_forking([build_request(options.with_changes(rps=question.target_rps))], progress)
+    if uses_compiled_engine([build_request(options.with_changes(rps=question.target_rps))]):
+        load_compiled_engine(progress)  # said and done once, before the first size is judged
     trials = Trials(options, slo, question, replications, progress)
     try:
         if question.kind == "replicas":

@@ -252,15 +252,15 @@ def load_compiled_engine(progress: Progress | None = None) -> None:
     load_compiled()
 
 
-def compile_before_forking(requests: Iterable[PredictRequest], progress: Progress | None = None) -> bool:
-    """Load the compiled engine here when any of ``requests`` runs on it (True then). Called before workers are
-    forked: they inherit the loaded code, instead of each compiling it at once on its first run (a fresh install's
-    first sweep spent its first 100 s so, silently, with every worker compiling the same code)."""
+def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:
+    """Whether any of ``requests`` runs on the compiled engine. Sweeps and capacity searches ask before they fork
+    workers: the parent loads the engine once (:func:`load_compiled_engine`) and the workers inherit it, instead of
+    each compiling it at once on its first run (a fresh install's first sweep spent its first 100 s so, silently,
+    every worker compiling the same code)."""
     for request in requests:
         settings = request.settings
         series = bool(horizon_for(request.workload.load, settings).series_s)
         if choose_engine(settings.engine, request.scenario, request.workload, series=series).name == "fast":
-            load_compiled_engine(progress)
             return True
     return False
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from meshsim.errors import FieldError, MeshsimError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import _stop_workers, compile_before_forking, predict_options
+from meshsim.sim.predict import _stop_workers, load_compiled_engine, predict_options, uses_compiled_engine
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import SweepGrid, SweepPoint
 
@@ -111,8 +112,11 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     runner = _dask_rows if client is not None else _local_rows
     finished: Rows | None = None
     try:
-        if client is None and todo:  # local workers fork from here: they inherit the compiled engine loaded once
-            compile_before_forking((build_request(points[i].options) for i in todo), progress)
+        if todo and uses_compiled_engine(build_request(points[i].options) for i in todo):
+            if client is None:
+                load_compiled_engine(progress)  # once, here: the local workers fork with it loaded
+            else:
+                _load_compiled_on_workers(client, progress)
         say(len(rows), len(points))
         finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
@@ -173,6 +177,25 @@ def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
             yield futures[future], future.result()
     except BaseException:
         client.cancel(list(futures))
+        raise
+
+
+def _load_compiled_on_workers(client: Any, progress: Progress | None) -> None:
+    """One task per Dask worker loads the compiled engine before the first point: a worker whose numba cache lacks
+    it compiles it then, said here, instead of during its first point (a task, not ``client.run``: a compile in
+    the worker's event loop would stall its heartbeats)."""
+    from meshsim.sim.fast_engine import load_compiled
+
+    workers = list(client.scheduler_info()["workers"])
+    if progress:
+        progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its numba "
+                 "cache compiles it first: one to three minutes)")
+    futures = [client.submit(load_compiled, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
+                             allow_other_workers=False, pure=False) for address in workers]
+    try:
+        client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
         raise
 
 
