@@ -131,6 +131,9 @@ def _grow(judge: Callable[[Replicas], Trial], counts: Replicas, service: str,
         return trial.met or service_of(trial.bottleneck, counts) != service
 
     low, step = counts[service], 1  # low: known not done
+    if low >= question.maximum:
+        raise FieldError("target_rps", f"{question.target_rps:g} rps misses the SLO with {low} replicas of {service},"
+                                       f" already at the search's maximum ({question.maximum:g})")
     while True:
         high = min(counts[service] + step, int(question.maximum))
         trial = judge({**counts, service: high})
