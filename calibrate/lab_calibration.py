@@ -17,7 +17,8 @@ from meshsim.errors import FieldError, Interrupted, MeshsimError
 
 from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
-from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, LabSpec
+from meshsim.calibrate.measure.lab.spec import (DEFAULT_DURATION_S, DEFAULT_MESH, DEFAULT_PAYLOADS, DEFAULT_RATES,
+                                               DEFAULT_WORKERS, LabSpec)
 from meshsim.calibrate.measure.lab.stored_probes import StoredProbes
 from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
 from meshsim.progress import Progress
@@ -31,9 +32,6 @@ PLAN_STAGES: tuple[tuple[str, str], ...] = (
     ("lb3", "proxy-lb"),
     ("lb3", "client-lb"),
 )
-DEFAULT_RATES: tuple[float, ...] = (200.0, 500.0, 1000.0)
-DEFAULT_PAYLOADS: tuple[int, ...] = (1024, 16384)  # 1 KB as in Istio's own benchmarks, and a 16x larger body
-DEFAULT_DURATION_S = 3.0
 BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one worker busy
 
 

@@ -29,8 +29,9 @@ from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
-from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult, run_replication
+from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
+from meshsim.sim.saturation_search import find_saturation, run_one_replication as _run_one, unstable as _unstable
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
@@ -139,15 +140,6 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     if warmup >= duration:
         raise FieldError("warmup_s", f"{warmup:g} s must be shorter than the run ({duration:g} s, duration_s)")
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
-
-
-def _run_one(args: tuple[Scenario, Workload, Horizon, int, int, str]) -> ReplicationResult:
-    *job, engine = args
-    if engine == "fast":
-        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
-
-        return run_fast_replication(*job)
-    return run_replication(*job)
 
 
 def _pool(processes: int) -> ProcessPoolExecutor | None:
@@ -279,10 +271,6 @@ def _default_processes(choice: EngineChoice, events: float, until_precise: bool)
     return cores
 
 
-def _unstable(results: list[ReplicationResult]) -> bool:
-    return any(r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
-
-
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
                progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
@@ -343,69 +331,6 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
                       time.perf_counter() - started, breakdown, held, wire, idle, series)
-
-
-# -- saturation ----------------------------------------------------------------------------------------------------
-
-def find_saturation(scenario: Scenario, workload: Workload, settings: RunSettings,
-                    results: list[ReplicationResult], util: dict[str, float], iterations: int = 3,
-                    tolerance: float = 0.03, deadline: float = math.inf) -> float:
-    """Offered rate at which the bottleneck reaches utilisation 1.
-
-    Utilisation grows linearly with the rate while service demands stay put (utilisation law), so
-    ``rate / max utilisation`` is the first estimate; the model is then run at 95 % of it with open Poisson load
-    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds. Past
-    ``deadline`` (a ``time.perf_counter()`` value) no further probe starts: the estimate so far is returned.
-    """
-    if not util or max(util.values()) <= 0:
-        return float("inf")
-    connections = max(getattr(workload.load, "connections", 64), 1)
-    if _unstable(results) or max(util.values()) >= 0.95:
-        # overloaded: completions and utilisation no longer follow the offered rate; start from a light load
-        estimate = _light_load_estimate(scenario, workload, settings, connections, deadline)
-    else:
-        estimate = float(np.mean([r.achieved_rps for r in results])) / max(util.values())
-    for i in range(iterations):
-        if not math.isfinite(estimate) or time.perf_counter() > deadline:
-            break
-        probe_rate = 0.95 * estimate
-        hottest = _hottest_at(scenario, workload, settings, probe_rate, connections, 5000, 10_000 + i)
-        if hottest <= 0:
-            return float("inf")
-        new = probe_rate / hottest
-        if abs(new - estimate) <= tolerance * estimate:
-            return new
-        estimate = new
-    return estimate
-
-
-def _light_load_estimate(scenario: Scenario, workload: Workload, settings: RunSettings, connections: int,
-                         deadline: float = math.inf) -> float:
-    """Capacity from the utilisation law at a load light enough to hold it: the offered rate divided by 4 until
-    the busiest instance is below 80 % busy (each probe ~1,000 requests, cheap at low rates)."""
-    rate = workload.load.rps
-    for i in range(8):
-        if time.perf_counter() > deadline:
-            break
-        rate /= 4
-        hottest = _hottest_at(scenario, workload, settings, rate, connections, 1000, 20_000 + i)
-        if hottest <= 0:
-            return float("inf")
-        if hottest < 0.8:
-            return rate / hottest
-    return float("nan")
-
-
-def _hottest_at(scenario: Scenario, workload: Workload, settings: RunSettings, rate: float, connections: int,
-                requests: int, replication: int) -> float:
-    """Utilisation of the busiest instance under an open Poisson load of ``rate`` for about ``requests`` requests
-    (at least 20 ms: at very high rates a fixed floor in seconds would make the probe cost millions of events)."""
-    probe = Workload(OpenLoad(rate, connections), workload.keepalive, workload.tls)
-    duration = max(requests / rate, 0.02)
-    engine = choose_engine(settings.engine, scenario, probe).name  # the probe runs where the prediction ran
-    result = _run_one((scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
-                       replication, engine))
-    return max((u.hottest for u in result.usage.values()), default=0.0)
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max", "mean")
@@ -45,7 +44,9 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     mean = float(arr.mean())
     if arr.size < 2:
         return Estimate(mean, float("nan"), float("nan"))
-    half = float(stats.t.ppf(0.5 + confidence / 2, arr.size - 1) * arr.std(ddof=1) / math.sqrt(arr.size))
+    from scipy.special import stdtrit  # Student-t quantile; scipy.stats would cost seconds of import per process
+
+    half = float(stdtrit(arr.size - 1, 0.5 + confidence / 2) * arr.std(ddof=1) / math.sqrt(arr.size))
     return Estimate(mean, mean - half, mean + half)
 
 

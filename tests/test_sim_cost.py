@@ -150,12 +150,12 @@ def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
 def test_the_saturation_search_starts_no_probe_past_its_deadline(monkeypatch) -> None:
     import numpy as np
 
-    from meshsim.sim import predict as prediction
+    from meshsim.sim import saturation_search as prediction
+    from meshsim.sim.engine import run_replication as real
 
     calls = []
-    real = prediction.run_replication
-    probe = prediction._run_one  # every probe runs through it, on either engine
-    monkeypatch.setattr(prediction, "_run_one", lambda job: calls.append(job) or probe(job))
+    probe = prediction.run_one_replication  # every probe runs through it, on either engine
+    monkeypatch.setattr(prediction, "run_one_replication", lambda job: calls.append(job) or probe(job))
     request = build_request(PredictOptions(topology="single", mesh="none", rps=200, duration_s=0.5,
                                            replications=2, processes=1))
     results = [real(request.scenario, request.workload, Horizon(0.5, 0.1), 1, i) for i in range(2)]

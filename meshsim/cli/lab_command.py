@@ -163,7 +163,7 @@ def handle_run(args: argparse.Namespace) -> int:
 
 def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     """Options of `meshsim calibrate --lab` (all prefixed --lab-)."""
-    from meshsim.calibrate.lab_calibration import DEFAULT_DURATION_S, DEFAULT_PAYLOADS, DEFAULT_RATES
+    from meshsim.calibrate.measure.lab.spec import DEFAULT_DURATION_S, DEFAULT_PAYLOADS, DEFAULT_RATES
 
     group = parser.add_argument_group("lab calibration (--lab)")
     group.add_argument("--lab-rates", default=",".join(f"{r:g}" for r in DEFAULT_RATES),

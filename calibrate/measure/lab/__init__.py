@@ -9,12 +9,22 @@ holds, for ``--resume``) and ``commands`` (one function per CLI command). The
 standard calibration plan that measures and then fits is ``meshsim.calibrate.lab_calibration``.
 """
 
-from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, lab_down, lab_probe, lab_run, lab_up, read_lab
-from meshsim.calibrate.measure.lab.running import Lab, LabState
-from meshsim.calibrate.measure.lab.probe import ProbeResult, ProbeSettings, probe
-from meshsim.calibrate.measure.lab.spec import MODES, LabSpec
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_LAB_DIR", "MODES", "Lab", "LabSpec", "LabState", "ProbeResult", "ProbeSettings",
-    "lab_down", "lab_probe", "lab_run", "lab_up", "probe", "read_lab",
-]
+import importlib
+from typing import Any
+
+# Imported on first use (PEP 562): the CLI registers its commands with the defaults of ``spec`` alone, and
+# ``meshsim predict`` should not pay for the lab's process machinery.
+_HOMES = {
+    "DEFAULT_LAB_DIR": "commands", "lab_down": "commands", "lab_probe": "commands", "lab_run": "commands",
+    "lab_up": "commands", "read_lab": "commands", "Lab": "running", "LabState": "running",
+    "ProbeResult": "probe", "ProbeSettings": "probe", "MODES": "spec", "LabSpec": "spec",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -29,6 +29,11 @@ TOPOLOGY_HELP = ("single, chainN (e.g. chain3, chain5; N = 1..20), lbN (e.g. lb3
                  "bookinfo (productpage calls details then reviews; reviews calls ratings)")
 DEFAULT_MESH = "envoy-lab"
 DEFAULT_WORKERS = 2  # Istio's sidecar default (proxy concurrency 2)
+# the standard calibration plan's probes (meshsim.calibrate.lab_calibration; kept here, where the CLI reads its
+# defaults without importing the lab's machinery)
+DEFAULT_RATES: tuple[float, ...] = (200.0, 500.0, 1000.0)
+DEFAULT_PAYLOADS: tuple[int, ...] = (1024, 16384)  # 1 KB as in Istio's own benchmarks, and a 16x larger body
+DEFAULT_DURATION_S = 3.0
 
 
 @dataclass(frozen=True)
