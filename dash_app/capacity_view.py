@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from meshsim.capacity_slo import Slo, parse_slo
-from meshsim.errors import MeshsimError
+from meshsim.errors import FieldError, MeshsimError
 from meshsim.request import PredictOptions
 
 from .what_if import MeshFeatures, WhatIf
@@ -81,8 +81,8 @@ class CapacityView:
         """The figure and a one-line message; a user error (bad SLO, a model that refuses) becomes the message."""
         try:
             slo: Slo = parse_slo(slo_text or "")
-        except MeshsimError as exc:
-            return capacity_bars({}), f"SLO: {exc}"
+        except FieldError as exc:  # parse_slo names the field ``slo``: the page says SLO once, then the problem
+            return capacity_bars({}), f"SLO: {exc.problem}"
         results: dict[str, dict] = {}
         failures = []
         for mesh in scenario.meshes:

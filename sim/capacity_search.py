@@ -1,4 +1,5 @@
-"""``find_capacity`` and ``find_size``: the library behind ``meshsim capacity`` and the Dash capacity view.
+"""``find_capacity``: the library behind ``meshsim capacity`` and the Dash capacity view (sizing for a target rate
+is ``sim/capacity_sizing.py``).
 
 **Capacity** is the highest offered rate that meets every objective of an :class:`~meshsim.capacity_slo.Slo`. It is
 found by bisection over the rate, once per replication: replication ``r`` has its own seed, and every rate it probes
@@ -11,10 +12,6 @@ how many replications were pooled), not an interval for the capacity itself; bis
 The bracket comes from the utilisation law: a light-load probe gives the saturation rate ``rate / utilisation`` of
 the busiest instance; an open system's percentiles grow without bound there, so the capacity lies below it (a run
 that meets the SLO even at saturation reports the saturation rate and says so).
-
-**Size**: the smallest size (every service's replicas, the proxy CPU limit, the proxy workers) at which the mean of
-the replications' percentiles (the same seeds at every size) meets the SLO at a target rate: doubling until met, then
-bisection between the last miss and the first hit; then the capacity at that size.
 """
 
 from __future__ import annotations
@@ -22,19 +19,19 @@ from __future__ import annotations
 import math
 import multiprocessing
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
-from meshsim.capacity_slo import SizingQuestion, Slo
-from meshsim.catalog import load_mesh, load_topology
+from meshsim.capacity_slo import Slo
 from meshsim.errors import FieldError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import Prediction, _stop_workers, predict_options
+from meshsim.sim.predict import (Prediction, _stop_workers, load_compiled_engine, predict_options,
+                                 uses_compiled_engine)
 from meshsim.sim.stats import t_interval
 
 LIGHT_RPS = 100.0  # first probe when the options give no rate
@@ -148,36 +145,68 @@ def _bisect_job(args: tuple[PredictOptions, Slo, int, float]) -> Crossing:
     return bisect_capacity(*args)
 
 
+class CapacityInterrupted(KeyboardInterrupt):
+    """An interrupt (Ctrl-C, SIGTERM, SIGHUP) during a capacity or sizing search, with what it had finished: one
+    line per finished part, for the command line to print before it exits 130."""
+
+    def __init__(self, done: list[str]) -> None:
+        super().__init__("; ".join(done))
+        self.done = tuple(done)
+
+
 def find_capacity(options: PredictOptions, slo: Slo, replications: int = 3, processes: int = 1,
                   progress: Progress | None = None, tolerance: float = TOLERANCE) -> Capacity:
-    """The highest offered rate meeting ``slo``, with its 95 % CI over ``replications`` independent bisections."""
+    """The highest offered rate meeting ``slo``, with its 95 % CI over ``replications`` independent bisections.
+
+    An interrupt stops the bisections (and their workers) and raises :class:`CapacityInterrupted` with the
+    crossings already found."""
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
         raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications!r}")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
     base = options.with_changes(rps=options.rps or LIGHT_RPS)
-    build_request(base)  # refuse bad options before any probe
+    if uses_compiled_engine([build_request(base)]):  # build_request refuses bad options before any probe
+        load_compiled_engine(progress)  # once, here: the bisection workers fork with it loaded
     jobs = [(base, slo, seed, tolerance) for seed in replication_seeds(options.seed, replications)]
-    crossings = _run_jobs(jobs, processes)
+    finished: list[Crossing] = []
+
+    def found(crossing: Crossing) -> None:
+        finished.append(crossing)
+        if progress:
+            progress(f"bisection {len(finished)} of {len(jobs)}: max rps {crossing.max_rps:.0f} "
+                     f"({crossing.probes} probes)")
+
+    try:
+        _run_jobs(jobs, processes, found)
+    except KeyboardInterrupt:
+        done = [f"interrupted after {len(finished)} of {len(jobs)} bisections"]
+        done += [f"bisection with seed {c.seed}: max rps {c.max_rps:.0f} (binding {c.binding}, bottleneck "
+                 f"{c.bottleneck}, {c.probes} probes)" for c in finished]
+        raise CapacityInterrupted(done) from None
     if progress:
-        progress(f"{len(crossings)} bisections, {sum(c.probes for c in crossings)} probes")
-    return summarise(crossings, slo)
+        progress(f"{len(finished)} bisections, {sum(c.probes for c in finished)} probes")
+    order = {seed: i for i, (_, _, seed, _) in enumerate(jobs)}  # as_completed's order is the workers' timing
+    return summarise(sorted(finished, key=lambda c: order[c.seed]), slo)
 
 
-def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int) -> list[Crossing]:
+def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int,
+              found: Callable[[Crossing], None]) -> None:
+    """Run the bisections, handing each crossing to ``found`` as it comes (so an interrupt keeps them)."""
     if processes <= 1 or len(jobs) == 1:
-        return [_bisect_job(j) for j in jobs]
+        for job in jobs:
+            found(_bisect_job(job))
+        return
     pool = ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=multiprocessing.get_context("fork"),
                                initializer=reset_interrupts_in_child)
     try:
         with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
             futures = [pool.submit(_bisect_job, j) for j in jobs]
-        crossings = [f.result() for f in futures]
+        for future in as_completed(futures):
+            found(future.result())
     except BaseException:
         _stop_workers(pool)
         raise
     pool.shutdown()
-    return crossings
 
 
 def summarise(crossings: list[Crossing], slo: Slo) -> Capacity:
@@ -193,52 +222,3 @@ def summarise(crossings: list[Crossing], slo: Slo) -> Capacity:
     bottleneck = Counter(c.bottleneck for c in crossings).most_common(1)[0][0]
     return Capacity(estimate.value, (estimate.lo, estimate.hi), binding, bottleneck, slo, tuple(crossings),
                     tuple(notes))
-
-
-# -- sizing --------------------------------------------------------------------------------------------------------
-
-def with_size(options: PredictOptions, kind: str, value: float) -> PredictOptions:
-    """The options with every service at ``value`` replicas, or the proxy at ``value`` cores / workers."""
-    if kind == "replicas":
-        topology = load_topology(options.topology)
-        services = {n: replace(s, replicas=int(value)) for n, s in topology.services.items()}
-        return options.with_changes(topology=replace(topology, services=services,
-                                                     content_hash=f"{topology.content_hash}+replicas{int(value)}"))
-    if load_mesh(options.mesh).proxy is None:
-        raise FieldError("size", f"{kind} needs a mesh with proxies (mesh {load_mesh(options.mesh).name!r} has none)")
-    if kind == "proxy-cpu":
-        return options.with_changes(proxy_cpu_limit=float(value))
-    return options.with_changes(proxy_workers=int(value))
-
-
-def _meets(options: PredictOptions, slo: Slo, question: SizingQuestion, value: float, replications: int) -> bool:
-    chosen = with_size(options, question.kind, value).with_changes(
-        rps=question.target_rps, replications=replications, precision=None, saturation=False)
-    prediction = predict_options(chosen)
-    return not prediction.saturated and slo.met(_latency(prediction))
-
-
-def find_size(options: PredictOptions, slo: Slo, question: SizingQuestion, replications: int = 3,
-              processes: int = 1, progress: Progress | None = None) -> Capacity:
-    """The smallest size meeting ``slo`` at ``question.target_rps``, and the capacity at that size."""
-    step = question.cpu_step if question.kind == "proxy-cpu" else 1.0
-    low, high = 0.0, (0.25 if question.kind == "proxy-cpu" else 1.0)  # low: known to miss (0: nothing)
-    with_size(options, question.kind, high)  # refuse a size the mesh has no place for before simulating
-    while not _meets(options, slo, question, high, replications):
-        if progress:
-            progress(f"{question.kind} {high:g}: misses the SLO at {question.target_rps:g} rps")
-        if high >= question.maximum:
-            raise FieldError("target_rps", f"{question.target_rps:g} rps misses the SLO even with {question.kind} "
-                                           f"{high:g} (the search's maximum): the bottleneck is elsewhere")
-        low, high = high, min(2 * high, question.maximum)
-    while high - low > step * 1.0001:
-        mid = low + step * max(1, math.floor((high - low) / step / 2))
-        if _meets(options, slo, question, mid, replications):
-            high = mid
-        else:
-            low = mid
-    if progress:
-        progress(f"{question.kind} {high:g} meets the SLO at {question.target_rps:g} rps; its capacity:")
-    capacity = find_capacity(with_size(options, question.kind, high), slo, replications, processes, progress)
-    return replace(capacity, size={"kind": question.kind, "value": round(high, 4),
-                                   "target_rps": question.target_rps})

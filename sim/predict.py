@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -183,11 +183,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     if progress and choice.fallback:
         progress(choice.fallback)
     if choice.name == "fast" and not compiled_code_cached():
-        if progress:
-            progress("compiling the fast engine (first run only: one to three minutes; cached on disk afterwards)")
-        from meshsim.sim.fast_engine import load_compiled
-
-        load_compiled()
+        load_compiled_engine(progress)
         started = time.perf_counter()  # the one-off compile is not the prediction's time: --time-limit starts now
     speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
     if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
@@ -235,6 +231,32 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
+COMPILING = "compiling the fast engine (first run only: one to three minutes; cached on disk afterwards)"
+
+
+def load_compiled_engine(progress: Progress | None = None) -> None:
+    """Load the compiled engine into this process now; the first time (nothing in numba's disk cache) it compiles,
+    which takes one to three minutes, and says so first."""
+    if progress and not compiled_code_cached():
+        progress(COMPILING)
+    from meshsim.sim.fast_engine import load_compiled
+
+    load_compiled()
+
+
+def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:
+    """Whether any of ``requests`` runs on the compiled engine. Sweeps and capacity searches ask before they fork
+    workers: the parent loads the engine once (:func:`load_compiled_engine`) and the workers inherit it, instead of
+    each compiling it at once on its first run (a fresh install's first sweep spent its first 100 s so, silently,
+    every worker compiling the same code)."""
+    for request in requests:
+        settings = request.settings
+        series = bool(horizon_for(request.workload.load, settings).series_s)
+        if choose_engine(settings.engine, request.scenario, request.workload, series=series).name == "fast":
+            return True
+    return False
+
+
 def _default_processes(choice: EngineChoice, events: float, until_precise: bool) -> int:
     """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
     than it saves, so it runs in this process. A long one (above ~1 s of one core, or above ~0.2 s when the p99's
@@ -245,9 +267,7 @@ def _default_processes(choice: EngineChoice, events: float, until_precise: bool)
         return cores
     if cores == 1 or events < (0.2 if until_precise else 1.0) * FAST_VISITS_PER_S:
         return 1
-    from meshsim.sim.fast_engine import load_compiled
-
-    load_compiled()
+    load_compiled_engine()
     return cores
 
 

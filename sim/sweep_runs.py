@@ -19,23 +19,26 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import uuid
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator
 
 import pandas as pd
 
 from meshsim.distributions import MS
 from meshsim.errors import FieldError, MeshsimError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
-from meshsim.request import PredictOptions
-from meshsim.sim.predict import _stop_workers, predict_options
+from meshsim.progress import Progress
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim.predict import _stop_workers, load_compiled_engine, predict_options, uses_compiled_engine
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import SweepGrid, SweepPoint
 
 PERCENTILE_COLUMNS = ("p50", "p90", "p99", "p999", "max")
 OnPoint = Callable[[int, int], None]  # (finished points, all points), after each point
+Rows = Generator[tuple[int, dict[str, Any]], None, None]  # (point index, row) as points finish
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -73,10 +76,11 @@ def point_row(options: PredictOptions) -> dict[str, Any]:
 
 def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | None = None,
           cache_dir: str | Path | None = None, scheduler: str | None = None, processes: int | None = None,
-          on_point: OnPoint | None = None) -> SweepResult:
+          on_point: OnPoint | None = None, progress: Progress | None = None) -> SweepResult:
     """Validate the grid, run every point not in the cache, write ``out`` (.csv or .parquet) and ``html``.
 
-    The output holds the finished points even when interrupted."""
+    The output holds the finished points even when interrupted. ``progress`` gets the lines that are not a point's
+    (the compiled engine's one-off compile, before the first point)."""
     writer = table_writer(out) if out is not None else None
     if html is not None:
         _check_html(html)
@@ -85,7 +89,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
     client = connect_scheduler(scheduler) if scheduler else None  # an unreachable one is refused before any work
     try:
-        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point)
+        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point, progress)
     finally:
         if client is not None:
             client.close()
@@ -93,7 +97,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
 
 def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], None] | None,
                   html: str | Path | None, cache_dir: str | Path | None, client: Any, processes: int | None,
-                  on_point: OnPoint | None) -> SweepResult:
+                  on_point: OnPoint | None, progress: Progress | None = None) -> SweepResult:
     keys = [point_key(p.options) for p in points]
     cache = PointCache(cache_dir if cache_dir is not None else default_cache_dir())
     rows: dict[int, dict[str, Any]] = {}
@@ -104,11 +108,17 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     todo = [i for i in range(len(points)) if i not in rows]
     cached = len(rows)
     say = on_point or (lambda _done, _total: None)
-    say(len(rows), len(points))
     interrupted = ""
     runner = _dask_rows if client is not None else _local_rows
-    finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
+    finished: Rows | None = None
     try:
+        if todo and uses_compiled_engine(build_request(points[i].options) for i in todo):
+            if client is None:
+                load_compiled_engine(progress)  # once, here: the local workers fork with it loaded
+            else:
+                _load_compiled_on_workers(client, progress)
+        say(len(rows), len(points))
+        finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
             cache.put(keys[index], row)
             rows[index] = row
@@ -116,7 +126,8 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
     finally:
-        finished.close()  # an interrupt outside the runner's wait still stops its workers now
+        if finished is not None:
+            finished.close()  # an interrupt outside the runner's wait still stops its workers now
     table = _table(points, rows)
     if writer is not None:
         writer(table)
@@ -133,7 +144,7 @@ def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.Data
 
 
 def _local_rows(options: list[PredictOptions], indices: list[int], processes: Any,
-                ) -> Iterator[tuple[int, dict[str, Any]]]:
+                ) -> Rows:
     """Points in forked processes; an interrupt terminates them before it propagates."""
     if not options:
         return
@@ -152,7 +163,7 @@ def _local_rows(options: list[PredictOptions], indices: list[int], processes: An
 
 
 def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
+               ) -> Rows:
     """Points as tasks of an existing Dask cluster; an interrupt cancels the tasks not finished."""
     if not options:
         return
@@ -166,6 +177,25 @@ def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
             yield futures[future], future.result()
     except BaseException:
         client.cancel(list(futures))
+        raise
+
+
+def _load_compiled_on_workers(client: Any, progress: Progress | None) -> None:
+    """One task per Dask worker loads the compiled engine before the first point: a worker whose numba cache lacks
+    it compiles it then, said here, instead of during its first point (a task, not ``client.run``: a compile in
+    the worker's event loop would stall its heartbeats)."""
+    from meshsim.sim.fast_engine import load_compiled
+
+    workers = list(client.scheduler_info()["workers"])
+    if progress:
+        progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its numba "
+                 "cache compiles it first: one to three minutes)")
+    futures = [client.submit(load_compiled, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
+                             allow_other_workers=False, pure=False) for address in workers]
+    try:
+        client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
         raise
 
 

@@ -69,7 +69,7 @@ def test_the_view_asks_the_library_once_per_mesh_and_caches() -> None:
     assert len(finder.calls) == 2 and list(again.data[0].y) == list(bar.y)
     # a bad SLO is a message on the page, not an exception
     _, bad = callbacks.capacity_bars("p99=soon", None, *values, None)
-    assert bad.startswith("SLO: slo:") and len(finder.calls) == 2
+    assert bad == "SLO: expected PERCENTILE=LIMIT like p99=20ms, got 'p99=soon'" and len(finder.calls) == 2
     out = callbacks.capacity_bars(SLO, None, *[v if k != "connections" else -3
                                                      for k, v in zip(CONTROL_IDS.values(), values)], None)
     assert out[0] is no_update and "onnections" in out[1]

@@ -159,3 +159,27 @@ def test_an_interrupt_keeps_the_finished_points_and_a_rerun_resumes(tmp_path: Pa
     assert "8 of 8 points" in rerun.stdout
     computed = int(rerun.stdout.split("(")[1].split(" computed")[0])
     assert computed <= 8 - finished and len(pd.read_csv(out)) == 8
+
+
+def test_the_compile_is_announced_and_done_once_before_the_first_point(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh install's first sweep spent 100 s on its first point, silently: every forked worker compiled the
+    compiled engine on its own. The sweep loads it in the parent, before the first point and before forking, and
+    says so when nothing is in numba's disk cache (an empty NUMBA_CACHE_DIR here; the code is already loaded in this
+    process, so nothing actually compiles)."""
+    from meshsim.sim.fast_engine import load_compiled
+    from meshsim.sim.predict import COMPILING
+
+    load_compiled()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "empty-numba-cache"))
+    events: list = []
+    sweep(small_grid(), cache_dir=tmp_path / "cache", processes=2, on_point=lambda d, t: events.append((d, t)),
+          progress=events.append)
+    assert events[:2] == [COMPILING, (0, 4)] and events.count(COMPILING) == 1 and events[-1] == (4, 4)
+    events.clear()
+    sweep(small_grid(), cache_dir=tmp_path / "cache", on_point=lambda d, t: events.append((d, t)),
+          progress=events.append)
+    assert events == [(4, 4)]  # all from the cache: nothing to compile
+    simpy_only = small_grid(base=BASE.with_changes(engine="simpy"))
+    sweep(simpy_only, cache_dir=tmp_path / "cache", processes=2, on_point=lambda d, t: None, progress=events.append)
+    assert events == [(4, 4)]  # the reference engine needs no compiled code

@@ -32,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--proxy-cpu-limit", type=float, help="proxy CPU limit in cores (what-if)")
     p.add_argument("--rps", type=float, help="first (light) probe rate (default 100)")
     p.add_argument("--target-rps", type=float, help="with --size: the rate the SLO must hold at")
-    p.add_argument("--size", choices=SIZE_KINDS, help="with --target-rps: find the smallest replicas (of every "
-                   "service), proxy-cpu (cores) or proxy-workers that meets the SLO")
+    p.add_argument("--size", choices=SIZE_KINDS, help="with --target-rps: find the fewest replicas (of the services "
+                   "that limit it: the bottleneck's, then the next one's), proxy-cpu (cores) or proxy-workers that "
+                   "meet the SLO")
     p.add_argument("--duration", type=float, help="simulated seconds per probe (default: ~5000 requests)")
     p.add_argument("--replications", type=int, default=3, help="independent bisections (default 3, at least 2)")
     p.add_argument("--seed", type=int, default=1)
@@ -50,17 +51,23 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshsim.sim.capacity_search import find_capacity, find_size
+    from meshsim.sim.capacity_search import CapacityInterrupted, find_capacity
+    from meshsim.sim.capacity_sizing import find_size
 
     slo = parse_slo(args.slo)
     if (args.size is None) != (args.target_rps is None):
         raise FieldError("size" if args.size is None else "target_rps", "--size and --target-rps go together")
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    if args.size:
-        result = find_size(options_of(args), slo, SizingQuestion(args.size, args.target_rps), args.replications,
-                           args.processes, progress)
-    else:
-        result = find_capacity(options_of(args), slo, args.replications, args.processes, progress)
+    try:
+        if args.size:
+            result = find_size(options_of(args), slo, SizingQuestion(args.size, args.target_rps),
+                               args.replications, args.processes, progress)
+        else:
+            result = find_capacity(options_of(args), slo, args.replications, args.processes, progress)
+    except CapacityInterrupted as exc:  # what was finished, then the exit code of an interrupt
+        for line in exc.done:
+            print(f"meshsim capacity: {line}", file=sys.stderr)
+        return 130
     out = result.to_dict()
     print(json.dumps(out, indent=1) if args.json else capacity_text(out))
     return 0
@@ -72,7 +79,14 @@ def capacity_text(d: dict[str, Any]) -> str:
     lines = [f"meshsim capacity: {slo}"]
     if "size" in d:
         s = d["size"]
-        lines.append(f"size             {s['kind']} {s['value']:g} meets it at {s['target_rps']:g} rps")
+        if s["kind"] == "replicas":
+            grown = set(s["grown"])
+            lines.append(f"size             replicas meeting it at {s['target_rps']:g} rps "
+                         f"(grown: {', '.join(s['grown']) or 'none'})")
+            lines += [f"  {name:<14} {count:>3}" + ("   grown" if name in grown else "")
+                      for name, count in s["replicas"].items()]
+        else:
+            lines.append(f"size             {s['kind']} {s['value']:g} meets it at {s['target_rps']:g} rps")
     ci = f"[{lo:.0f}, {hi:.0f}]" if lo is not None and hi is not None else "[-]"
     lines += [f"max rps          {d['max_rps']:.0f}   95% CI {ci} ({len(d['replications'])} bisections)",
               f"binding          {d['binding']}", f"bottleneck       {d['bottleneck']}"]

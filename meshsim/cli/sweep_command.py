@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     args.flag_overrides = {"features": "--vary" if args.vary else "--features"}
     bar = _ProgressBar(enabled=not args.no_progress)
     try:
-        result = sweep(grid_of(args), args.out, args.html, args.cache, args.scheduler, args.processes, bar)
+        result = sweep(grid_of(args), args.out, args.html, args.cache, args.scheduler, args.processes, bar,
+                       progress=lambda msg: print(f"meshsim sweep: {msg}", file=sys.stderr, flush=True))
     finally:
         bar.close()
     print(f"meshsim sweep: {result.finished} of {result.total} points in {args.out} ({result.computed} computed, "
