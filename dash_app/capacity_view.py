@@ -63,7 +63,7 @@ class CapacityView:
 
     finder: CapacityFinder
     features: MeshFeatures
-    replications: int = 2
+    replications: int = 3  # the CLI's default: with 2, the Student-t factor (12.7) makes every CI span the axis
     probe_duration_s: float = 1.0  # simulated seconds per probe: short, the app is interactive
     max_entries: int = 256
     _cache: "OrderedDict[tuple, dict]" = field(default_factory=OrderedDict, init=False, repr=False)

@@ -4,7 +4,7 @@ the same options and seeds. A bad SLO is a line on the page, not a traceback.
 
 Uses the WebDriver client of tests/test_dash_browser.py (Debian's chromium + chromedriver; under CI=true a missing
 browser fails). The app runs with the real simulator in a thread of this process, on the view's own short settings
-(2 bisections, 1 simulated second per probe) on the one-service topology.
+(3 bisections, 1 simulated second per probe) on the one-service topology.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def expected_capacity(mesh: str) -> dict:
     """What the library gives for the options the page's controls describe (its defaults plus the test's choices)."""
     options = PredictOptions(topology="single", mesh=mesh, lb="client", load="open", connections=16, features=(),
                              seed=1, rps=100.0, duration_s=1.0, processes=1)
-    return find_capacity(options, parse_slo(SLO), replications=2, processes=1).to_dict()
+    return find_capacity(options, parse_slo(SLO), replications=3, processes=1).to_dict()
 
 
 def test_capacity_bars_in_headless_chromium(capacity_app_url: str, chromium: WebDriver, tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def drive_the_capacity_view(url: str, browser: WebDriver, tmp_path: Path) -> Non
     bars = browser.wait("one bar per mesh", lambda: (b := browser.js(BARS_JS)) and b["x"] == MESHES and b,
                         timeout=240)
     took = time.monotonic() - started
-    assert SLO in bars["title"] and "2 mesh(es), 2 bisections each" in text_of(browser, "#capacity-message")
+    assert SLO in bars["title"] and "2 mesh(es), 3 bisections each" in text_of(browser, "#capacity-message")
     for i, mesh in enumerate(MESHES):
         want = expected_capacity(mesh)  # the same options and seeds as the page's: the same numbers
         lo, hi = want["max_rps_ci95"]
