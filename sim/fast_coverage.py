@@ -69,12 +69,15 @@ def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: 
 
 def compiled_code_cached() -> bool:
     """Whether numba's disk cache already holds the compiled loop (else the first fast run compiles it, which takes
-    a minute or two and deserves a line of progress). Looks where numba writes: ``__pycache__`` next to
-    sim/fast_kernels.py, or NUMBA_CACHE_DIR."""
+    a minute or two and deserves a line of progress). Looks where numba writes: NUMBA_CACHE_DIR, else
+    ``__pycache__`` next to sim/fast_kernels.py, or numba's user-wide cache when the installed code is read-only."""
     import os
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
     root = os.environ.get("NUMBA_CACHE_DIR")
-    places = [Path(root)] if root else [here / "__pycache__"]
+    # numba's _UserWideCacheLocator: the source folder's path under the user's cache folder
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    user_wide = cache_home / "numba" / here.relative_to(here.anchor)
+    places = [Path(root)] if root else [here / "__pycache__", user_wide]
     return any(any(place.rglob("fast_kernels*.nbi")) for place in places if place.is_dir())
