@@ -214,7 +214,7 @@ def summarise(crossings: list[Crossing], slo: Slo) -> Capacity:
         binding = Counter(c.binding for c in crossings).most_common(1)[0][0]
         raise FieldError("slo", f"{binding} is missed even at light load (the no-load latency is above the "
                                 f"objective {slo.to_dict()[binding]:g} ms)")
-    estimate = t_interval([c.max_rps for c in crossings])
+    estimate = t_interval([c.max_rps for c in crossings]).at_least(0.0)
     notes = []
     if any(c.binding == "saturation" for c in crossings):
         notes.append("the SLO holds up to saturation in some replications: the capacity is the saturation rate")

@@ -275,8 +275,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
                progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
     per_rep = [latency_summary(r.latencies) for r in results]
-    latency = {k: t_interval([s[k] for s in per_rep]) for k in LATENCY_KEYS}
-    achieved = t_interval([r.achieved_rps for r in results])
+    latency = {k: t_interval([s[k] for s in per_rep]).at_least(0.0) for k in LATENCY_KEYS}
+    achieved = t_interval([r.achieved_rps for r in results]).at_least(0.0)
     components = sorted({c for r in results for c in r.usage})
     cpu = {c: float(np.mean([r.usage[c].cpu_seconds / r.busy_window for r in results if c in r.usage]))
            for c in components}

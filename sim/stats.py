@@ -24,6 +24,12 @@ class Estimate:
     def half_width(self) -> float:
         return 0.5 * (self.hi - self.lo)
 
+    def at_least(self, floor: float) -> "Estimate":
+        """The interval with its lower end raised to ``floor`` (a latency or a rate is never negative, but a
+        Student-t interval over a few replications can reach below 0). For reporting: precision targets use the
+        symmetric interval."""
+        return Estimate(self.value, max(self.lo, floor), self.hi) if self.lo < floor else self
+
 
 def latency_summary(latencies: np.ndarray) -> dict[str, float]:
     """p50/p90/p99/p99.9/max/mean of one replication's latencies (seconds)."""

@@ -177,3 +177,21 @@ def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
     assert result["achieved_rps"] == pytest.approx(result["saturation_rps"], rel=0.01)
     assert 40 < result["saturation_rps"] < 60
     assert any("above the capacity" in w for w in result["warnings"])
+
+
+def test_reported_intervals_never_reach_below_zero() -> None:
+    """A Student-t interval over 2 replications (t = 12.7) can put a latency's lower bound below 0; the report
+    raises it to 0 and keeps the value and the upper bound of the interval."""
+    from meshsim.sim.predict import predict_options
+    from meshsim.sim.stats import Estimate, t_interval
+
+    assert Estimate(1.0, -2.0, 4.0).at_least(0.0) == Estimate(1.0, 0.0, 4.0)
+    assert Estimate(1.0, 0.5, 1.5).at_least(0.0) == Estimate(1.0, 0.5, 1.5)
+    raw = t_interval([1e-3, 9e-3])
+    assert raw.lo < 0  # the case the clipping exists for
+    prediction = predict_options(PredictOptions(topology="single", mesh="istio", rps=300, duration_s=0.3,
+                                                replications=2, processes=1, saturation=False))
+    for key, estimate in prediction.latency.items():
+        assert estimate.lo >= 0.0, key
+        assert estimate.lo <= estimate.value <= estimate.hi, key
+    assert prediction.achieved_rps.lo >= 0.0
