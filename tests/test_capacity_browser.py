@@ -9,7 +9,6 @@ browser fails). The app runs with the real simulator in a thread of this process
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -19,7 +18,7 @@ import pytest
 from meshsim.capacity_slo import parse_slo
 from meshsim.request import PredictOptions
 from meshsim.sim.capacity_search import find_capacity
-from test_dash_browser import ENTER, WebDriver, require_browser, text_of
+from test_dash_browser import ENTER, WebDriver, require_browser, serving, text_of
 
 pytestmark = pytest.mark.browser
 
@@ -40,8 +39,6 @@ return {x: Array.from(t.x || []), y: Array.from(t.y || []),
 @pytest.fixture
 def capacity_app_url() -> Iterator[str]:
     """The app (the real simulator and the real find_capacity) on a free loopback port, served from a thread."""
-    from werkzeug.serving import make_server
-
     from meshsim.dash_app import create_app
     from meshsim.dash_app.sweep import PointSettings
 
@@ -49,12 +46,8 @@ def capacity_app_url() -> Iterator[str]:
     app = create_app(include_shipped=False, topologies=["single"], meshes=["istio", "linkerd", "none"],
                      settings=PointSettings(replications=2, requests_per_replication=300, coarse_points=3,
                                             fine_points=3))
-    server = make_server("127.0.0.1", 0, app.server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    thread.join(timeout=10)
+    with serving(app) as url:
+        yield url
 
 
 @pytest.fixture

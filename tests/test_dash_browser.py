@@ -20,8 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -164,23 +165,32 @@ def text_of(driver: WebDriver, css: str) -> str:
     return driver.js("const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css)
 
 
-@pytest.fixture
-def app_url():
-    """The app with the real simulator, served by werkzeug in a thread on a free loopback port."""
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` (a Dash app) served by werkzeug from a thread on a free loopback port; yields its URL."""
     from werkzeug.serving import make_server
 
+    server = make_server("127.0.0.1", 0, app.server, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def app_url():
+    """The app with the real simulator, served on a free loopback port."""
     from meshsim.dash_app import create_app
     from meshsim.dash_app.sweep import PointSettings
 
     # Fewer, shorter points than the app's defaults keep the test quick; the code path is the same.
     app = create_app(settings=PointSettings(replications=2, requests_per_replication=500, coarse_points=3,
                                             fine_points=5))
-    server = make_server("127.0.0.1", 0, app.server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    thread.join(timeout=10)
+    with serving(app) as url:
+        yield url
 
 
 @pytest.fixture
