@@ -18,7 +18,7 @@ import pytest
 from meshsim.capacity_slo import parse_slo
 from meshsim.request import PredictOptions
 from meshsim.sim.capacity_search import find_capacity
-from test_dash_browser import ENTER, WebDriver, require_browser, serving, text_of
+from test_dash_browser import ENTER, WebDriver, require_browser, screenshot_on_failure, serving, text_of
 
 pytestmark = pytest.mark.browser
 
@@ -66,11 +66,8 @@ def expected_capacity(mesh: str) -> dict:
 
 
 def test_capacity_bars_in_headless_chromium(capacity_app_url: str, chromium: WebDriver, tmp_path: Path) -> None:
-    try:
+    with screenshot_on_failure(chromium, tmp_path):
         drive_the_capacity_view(capacity_app_url, chromium, tmp_path)
-    except AssertionError:
-        chromium.screenshot(tmp_path / "failure.png")  # for whoever reads the failure
-        raise
 
 
 def drive_the_capacity_view(url: str, browser: WebDriver, tmp_path: Path) -> None:

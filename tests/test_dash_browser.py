@@ -201,12 +201,19 @@ def browser(tmp_path):
     driver.close()
 
 
-def test_change_mesh_and_rate_in_headless_chromium(app_url, browser, tmp_path):
+@contextmanager
+def screenshot_on_failure(browser: "WebDriver", folder: Path) -> Iterator[None]:
+    """A failed assertion leaves ``folder/failure.png``, the page as it was, for whoever reads the failure."""
     try:
-        drive_the_app(app_url, browser, tmp_path)
+        yield
     except AssertionError:
-        browser.screenshot(tmp_path / "failure.png")  # for whoever reads the failure
+        browser.screenshot(folder / "failure.png")
         raise
+
+
+def test_change_mesh_and_rate_in_headless_chromium(app_url, browser, tmp_path):
+    with screenshot_on_failure(browser, tmp_path):
+        drive_the_app(app_url, browser, tmp_path)
 
 
 def drive_the_app(app_url: str, browser: WebDriver, tmp_path: Path) -> None:
