@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from meshsim.capacity_slo import SIZE_KINDS, SizingQuestion, parse_slo
-from meshsim.cli.predict_command import MESHES_HELP, _features
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 
@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Bisection over the offered rate, once per replication with the same seed at "
                                    "every probed rate (common random numbers); the replications' crossings give the "
                                    "95 %% CI. Reports the binding objective and the bottleneck.")
-    p.add_argument("--topology", default="chain3", help="built-in topology name or a FILE.yaml (default chain3)")
+    p.add_argument("--topology", default="chain3",
+                   help=f"built-in topology ({TOPOLOGIES_HELP}) or a FILE.yaml (default chain3)")
     p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--slo", required=True, metavar="p99=20ms[,p50=5ms]", help="latency objectives: every one must "
                    "hold (percentiles p50 p90 p99 p999 max mean; units us, ms, s)")

@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any
 
-from meshsim.cli.predict_command import MESHES_HELP, _features
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
 from meshsim.factorial_design import METRICS
 from meshsim.request import PredictOptions
 
@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "least 2: the error term has 2^k (r - 1) degrees of freedom)")
     p.add_argument("--metric", default="mean_ms", choices=METRICS, help="what is analysed (default mean_ms; cpu = "
                    "cores of every component together)")
-    p.add_argument("--topology", default="chain3", help="built-in topology name or a FILE.yaml (default chain3)")
+    p.add_argument("--topology", default="chain3",
+                   help=f"built-in topology ({TOPOLOGIES_HELP}) or a FILE.yaml (default chain3)")
     p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--rps", type=float, help="offered rate of every cell (unless rps is a factor)")
     p.add_argument("--features", type=_features, default=(), help="features every cell has (comma list)")

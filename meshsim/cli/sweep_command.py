@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from meshsim.cli.predict_command import MESHES_HELP, _features
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 from meshsim.sweep_grid import SweepGrid, parse_feature_sets, parse_rps_range
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Every point of the grid is an independent simulation (the same seed at every "
                                    "point: common random numbers along a curve). Finished points are cached on disk "
                                    "under the content hash of their inputs, so an interrupted sweep resumes.")
-    p.add_argument("--topology", type=_names, default=("chain3",), help="comma list of topologies (default chain3)")
+    p.add_argument("--topology", type=_names, default=("chain3",),
+                   help=f"comma list of topologies: {TOPOLOGIES_HELP} or FILE.yaml (default chain3)")
     p.add_argument("--mesh", type=_names, default=("istio",), help=f"comma list of meshes: {MESHES_HELP}")
     p.add_argument("--vary", action="append", default=[], metavar="features=SET,SET",
                    help="feature sets to compare, e.g. features=none,mtls,mtls+tracing (none: the mesh's defaults)")
