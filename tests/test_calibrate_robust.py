@@ -297,3 +297,40 @@ def test_cold_wakes_from_both_sidecar_runs_alone(tmp_path: Path) -> None:
     assert mesh.proxy.wakeup is not None, summary.notes
     assert mesh.proxy.wakeup.delay == pytest.approx(delay, rel=0.3)
     assert mesh.proxy.passes["outbound_request"].mean == pytest.approx(INBOUND.mean, rel=0.15)
+
+
+def test_a_refused_fit_names_its_component_and_runs() -> None:
+    from meshsim.calibrate.fit.acceptance import KS_HARD, FitRefused
+
+    dist = Shifted(LogNormal(-9.0, 0.3), 1e-4)
+    with pytest.raises(FitRefused) as caught:
+        choose(["shifted lognormal"], [dist], [KS_HARD + 0.01], 0.01, "proxy.outbound_pass", ["run-a", "run-b"])
+    assert caught.value.component == "proxy.outbound_pass" and caught.value.runs == ("run-a", "run-b")
+    assert isinstance(caught.value, MeshsimError) and "run-a, run-b" in str(caught.value)
+
+
+def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_a_run(tmp_path: Path) -> None:
+    """The retry policy of ``validate_lab`` (the lab itself is exercised by tests/test_validate_lab.py): a refused
+    fit measures the plan again into a fresh folder, once; a second refusal is the answer."""
+    from meshsim.calibrate.fit.acceptance import FitRefused
+    from meshsim.calibrate.validation.lab_loop import PLANS, _calibrate
+
+    folders: list[Path] = []
+
+    def refusing(times: int):
+        def calibrate_lab(mesh, out_dir, model, say, **kwargs):
+            folders.append(Path(out_dir))
+            if len(folders) <= times:
+                raise FitRefused("refused", "proxy.outbound_pass", [f"{out_dir.name}/run-1"])
+            return SimpleNamespace(run_dirs=(Path(out_dir) / "run-1",))
+        return calibrate_lab
+
+    lines: list[str] = []
+    cal = _calibrate(refusing(1), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+    assert folders == [tmp_path / "calibration", tmp_path / "calibration-again"]
+    assert cal.run_dirs == (tmp_path / "calibration-again" / "run-1",)
+    assert any("calibration/run-1" in line and "once more" in line for line in lines)
+    folders.clear()
+    with pytest.raises(FitRefused):
+        _calibrate(refusing(2), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+    assert len(folders) == 2

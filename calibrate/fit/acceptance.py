@@ -52,6 +52,15 @@ def problem(dist: Distribution, ks: float, data_max_s: float) -> str:
     return _degenerate(dist, data_max_s)
 
 
+class FitRefused(MeshsimError):
+    """No candidate distribution reproduces the runs a component is fitted from (their noise swamps it)."""
+
+    def __init__(self, message: str, component: str, runs: Sequence[str]) -> None:
+        super().__init__(message)
+        self.component = component
+        self.runs = tuple(runs)
+
+
 def choose(names: Sequence[str], dists: Sequence[Distribution], ks: Sequence[float], data_max_s: float,
            component: str, runs: Sequence[str]) -> tuple[int, list[str]]:
     """Index of the first acceptable candidate (candidates in AIC order) and the reasons for those rejected."""
@@ -64,6 +73,6 @@ def choose(names: Sequence[str], dists: Sequence[Distribution], ks: Sequence[flo
     for i, (name, dist, k) in enumerate(zip(names, dists, ks)):
         if k <= KS_HARD and not _degenerate(dist, data_max_s):
             return i, rejected + [f"kept {name} despite KS {k:.3g} > {KS_MAX}: no candidate fits better (a poor fit)"]
-    raise MeshsimError(f"fit of {component} from runs {', '.join(runs)} failed: no acceptable candidate "
-                       f"({'; '.join(rejected)}); check these runs (noise larger than the component?) or leave "
-                       "them out")
+    raise FitRefused(f"fit of {component} from runs {', '.join(runs)} failed: no acceptable candidate "
+                     f"({'; '.join(rejected)}); check these runs (noise larger than the component?) or leave "
+                     "them out", component, runs)
