@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from meshsim.capacity_slo import SIZE_KINDS, SizingQuestion, parse_slo
-from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
+from meshsim.cli.flags import comma_list
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--slo", required=True, metavar="p99=20ms[,p50=5ms]", help="latency objectives: every one must "
                    "hold (percentiles p50 p90 p99 p999 max mean; units us, ms, s)")
-    p.add_argument("--features", type=_features, default=(), help="features (comma list, as meshsim predict)")
+    p.add_argument("--features", type=comma_list, default=(), help="features (comma list, as meshsim predict)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"))
     p.add_argument("--load", default="open", choices=("open", "fortio", "wrk2"))
     p.add_argument("--connections", type=int, help="connections of the load (see meshsim predict)")

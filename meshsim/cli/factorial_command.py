@@ -12,7 +12,8 @@ import math
 import sys
 from typing import Any
 
-from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
+from meshsim.cli.flags import comma_list
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
 from meshsim.factorial_design import METRICS
 from meshsim.request import PredictOptions
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"built-in topology ({TOPOLOGIES_HELP}) or a FILE.yaml (default chain3)")
     p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--rps", type=float, help="offered rate of every cell (unless rps is a factor)")
-    p.add_argument("--features", type=_features, default=(), help="features every cell has (comma list)")
+    p.add_argument("--features", type=comma_list, default=(), help="features every cell has (comma list)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"))
     p.add_argument("--scope", default="both", choices=("both", "server", "none"))
     p.add_argument("--load", default="open", choices=("open", "fortio", "sequential", "wrk2"))

@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from meshsim.cli.flags import comma_list
 from meshsim.errors import MeshsimError
 
 BASES = ("lognormal", "gamma", "weibull")
 
 
 def _families(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
+    names = list(comma_list(text))
     bad = [n for n in names if n not in BASES]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown family {bad[0] if bad else text!r} (known: {', '.join(BASES)})")

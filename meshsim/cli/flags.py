@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from meshsim.errors import FieldError, MeshsimError
 
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """A flag's comma list, blanks dropped (``--features mtls,tracing``, ``--mesh istio, linkerd``)."""
+    return tuple(part for part in (p.strip() for p in text.split(",")) if part)
+
 # request/option field -> flag (one table for every command: a field has one flag wherever it appears)
 FIELD_FLAGS = {
     "topology": "--topology", "mesh": "--mesh", "rps": "--rps", "features": "--features", "lb": "--lb",

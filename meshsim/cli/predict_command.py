@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.catalog import list_meshes, list_topologies
+from meshsim.cli.flags import comma_list
 from meshsim.errors import FieldError
 
 from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, DEFAULT_THREADS, PredictOptions
@@ -17,10 +18,6 @@ from meshsim.workload import RateProfile
 # the shipped models, listed from models/ (the studies added fitted meshes; a hand-written list fell behind)
 MESHES_HELP = ", ".join(list_meshes())
 TOPOLOGIES_HELP = ", ".join(list_topologies())
-
-
-def _features(text: str) -> tuple[str, ...]:
-    return tuple(f for f in (p.strip() for p in text.split(",")) if f)
 
 
 def _profile(text: str) -> RateProfile:
@@ -49,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--mesh-model", help="a mesh model FILE.yaml (instead of --mesh)")
     p.add_argument("--rps", type=float, help="offered rate, requests per second (required for the open and fortio "
                    "loads, unless --profile sets it; not with --load sequential)")
-    p.add_argument("--features", type=_features, default=(), help="comma list added to the mesh's defaults, e.g. "
+    p.add_argument("--features", type=comma_list, default=(), help="comma list added to the mesh's defaults, e.g. "
                    "mtls,tracing; no-NAME turns a default off (istio has telemetry on by default: no-telemetry)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"), help="client-side balancing or a "
                    "central proxy load balancer (default client)")

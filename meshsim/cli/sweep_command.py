@@ -6,14 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP, _features
+from meshsim.cli.flags import comma_list
+from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 from meshsim.sweep_grid import SweepGrid, parse_feature_sets, parse_rps_range
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,14 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Every point of the grid is an independent simulation (the same seed at every "
                                    "point: common random numbers along a curve). Finished points are cached on disk "
                                    "under the content hash of their inputs, so an interrupted sweep resumes.")
-    p.add_argument("--topology", type=_names, default=("chain3",),
+    p.add_argument("--topology", type=comma_list, default=("chain3",),
                    help=f"comma list of topologies: {TOPOLOGIES_HELP} or FILE.yaml (default chain3)")
-    p.add_argument("--mesh", type=_names, default=("istio",), help=f"comma list of meshes: {MESHES_HELP}")
+    p.add_argument("--mesh", type=comma_list, default=("istio",), help=f"comma list of meshes: {MESHES_HELP}")
     p.add_argument("--vary", action="append", default=[], metavar="features=SET,SET",
                    help="feature sets to compare, e.g. features=none,mtls,mtls+tracing (none: the mesh's defaults)")
-    p.add_argument("--features", type=_features, default=(), help="features every point has (comma list)")
-    p.add_argument("--lb", type=_names, default=("client",), help="comma list of client, proxy (default client)")
-    p.add_argument("--load", type=_names, default=("open",), help="comma list of open, fortio, wrk2 (default open)")
+    p.add_argument("--features", type=comma_list, default=(), help="features every point has (comma list)")
+    p.add_argument("--lb", type=comma_list, default=("client",), help="comma list of client, proxy (default client)")
+    p.add_argument("--load", type=comma_list, default=("open",), help="comma list of open, fortio, wrk2 (default open)")
     p.add_argument("--rps", required=True, metavar="FROM:TO:N", help="N offered rates from FROM to TO")
     p.add_argument("--connections", type=int, help="connections of the load (see meshsim predict)")
     p.add_argument("--duration", type=float, help="simulated seconds per replication (default: ~5000 requests)")
