@@ -74,17 +74,12 @@ def serve(host: str = "127.0.0.1", port: int = 8050, measurements_dir: Path | No
         raise FieldError("port", f"{port} is not a TCP port (1-65535)")
     _check_listen(host, port)
     app = create_app([measurements_dir] if measurements_dir else [])
-    warm_engine(echo)
-    echo(f"meshsim dash: http://{host}:{port}/ (Ctrl-C stops)")
-    app.run(host=host, port=port, debug=False, threaded=True, dev_tools_disable_version_check=True)
-
-
-def warm_engine(echo: Callable[[str], Any] | None = None) -> None:
-    """Load the compiled engine before the first page asks for a point: loading it takes about a second (the first
-    time, compiling it takes minutes, and ``echo`` says so), which the first view would otherwise wait for."""
     from meshsim.sim.predict import load_compiled_engine
 
+    # loaded before the first page asks for a point (about a second; a first compile takes minutes and says so)
     load_compiled_engine(echo)
+    echo(f"meshsim dash: http://{host}:{port}/ (Ctrl-C stops)")
+    app.run(host=host, port=port, debug=False, threaded=True, dev_tools_disable_version_check=True)
 
 
 def _check_listen(host: str, port: int) -> None:

@@ -30,10 +30,10 @@ def serve() -> tuple[str, object, threading.Thread]:
     from werkzeug.serving import make_server
 
     from meshsim.dash_app import create_app
-    from meshsim.dash_app.app import warm_engine
+    from meshsim.sim.predict import load_compiled_engine
 
     app = create_app()
-    warm_engine()  # as `meshsim dash` does before it listens
+    load_compiled_engine()  # as `meshsim dash` does before it listens
     server = make_server("127.0.0.1", 0, app.server, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
