@@ -179,19 +179,27 @@ def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
     assert any("above the capacity" in w for w in result["warnings"])
 
 
-def test_reported_intervals_never_reach_below_zero() -> None:
+def test_reported_intervals_never_reach_below_zero(monkeypatch) -> None:
     """A Student-t interval over 2 replications (t = 12.7) can put a latency's lower bound below 0; the report
     raises it to 0 and keeps the value and the upper bound of the interval."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim import predict as prediction_module
     from meshsim.sim.stats import Estimate, t_interval
 
     assert Estimate(1.0, -2.0, 4.0).at_least(0.0) == Estimate(1.0, 0.0, 4.0)
     assert Estimate(1.0, 0.5, 1.5).at_least(0.0) == Estimate(1.0, 0.5, 1.5)
-    raw = t_interval([1e-3, 9e-3])
-    assert raw.lo < 0  # the case the clipping exists for
-    prediction = predict_options(PredictOptions(topology="single", mesh="istio", rps=300, duration_s=0.3,
-                                                replications=2, processes=1, saturation=False))
-    for key, estimate in prediction.latency.items():
-        assert estimate.lo >= 0.0, key
-        assert estimate.lo <= estimate.value <= estimate.hi, key
-    assert prediction.achieved_rps.lo >= 0.0
+    assert t_interval([1e-3, 9e-3]).lo < 0  # the case the clipping exists for
+    # every interval the summary computes reaches below 0 (its upper end kept): the report must raise each to 0
+    calls = []
+
+    def reaching_below_zero(values, confidence=0.95):
+        est = t_interval(values, confidence)
+        calls.append(est)
+        return Estimate(est.value, -abs(est.value) - 1.0, est.hi)
+
+    monkeypatch.setattr(prediction_module, "t_interval", reaching_below_zero)
+    prediction = prediction_module.predict_options(PredictOptions(
+        topology="single", mesh="istio", rps=300, duration_s=0.3, replications=2, processes=1, saturation=False))
+    assert calls  # the summary went through the interval
+    for key, estimate in {**prediction.latency, "achieved_rps": prediction.achieved_rps}.items():
+        assert estimate.lo == 0.0, key
+        assert estimate.value <= estimate.hi, key
