@@ -83,14 +83,14 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationRe
     LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
     HT, HI = np.zeros(4096), np.zeros((4096, 2), dtype=np.int64)
     TI, TF, FREE = _tokens(1024, _depth(setup.scenario))
-    flags = layout.view(K.R_FLAGS)[0]
+    flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
     flags[K.G_FREE_N] = TI.shape[0]
     while True:
         code = V.run(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
         if code == V.DONE:
             break
         if code == V.REFILL:
-            buffers.refill()
+            buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0
             continue
         if flags[K.G_FREE_N] < V.MARGIN:

@@ -8,6 +8,7 @@ the replication's own generators, so that a replication on a reused setup is the
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -97,7 +98,8 @@ class StreamBuffers:
         self.pos = np.zeros(n, dtype=np.int64)
         self.end = np.zeros(n, dtype=np.int64)
         self.lim = np.zeros(n, dtype=np.int64)
-        self.ahead = np.ones(n, dtype=np.int64)  # batches a refill appends: doubles per refill, up to 8
+        self.drawn = np.zeros(n, dtype=np.int64)  # values drawn so far (appended)
+        self.ahead = np.ones(n, dtype=np.int64)  # batches a refill appends at most: doubles per refill, up to 8
         for s in range(len(refills)):
             self._append(s)
 
@@ -111,16 +113,23 @@ class StreamBuffers:
         values = self.refills[s]()
         self.buf[s, self.end[s]:self.end[s] + values.size] = values
         self.end[s] += values.size
+        self.drawn[s] += values.size
         self.lim[s] = self.end[s] - K.LOW_WATER
 
-    def refill(self) -> None:
-        """Streams near their end: keep what is left, append whole batches while they fit."""
+    def refill(self, now: float, until: float) -> None:
+        """Streams near their end: keep what is left, append whole batches (the stream's values stay the same; only
+        how far ahead they are drawn changes). A busy stream draws more batches at once (fewer returns from the
+        loop), but no more than its use so far per simulated second needs until the load ends at ``until``."""
         for s in np.nonzero(self.pos >= self.lim)[0]:
             left = self.end[s] - self.pos[s]
             self.buf[s, :left] = self.buf[s, self.pos[s]:self.end[s]]
             self.pos[s], self.end[s] = 0, left
-            self.ahead[s] = min(2 * self.ahead[s], 8)  # a busy stream refills less often; a quiet one draws little
-            for _ in range(self.ahead[s]):
+            self.ahead[s] = min(2 * self.ahead[s], 8)
+            batches = self.ahead[s]
+            if now > 0.0:
+                need = (self.drawn[s] - left) / now * max(until - now, 0.0) + K.LOW_WATER - left
+                batches = min(batches, max(1, math.ceil(need / BATCH)))
+            for _ in range(batches):
                 if self.end[s] + BATCH > CAPACITY:
                     break
                 self._append(s)

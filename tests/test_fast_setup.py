@@ -13,9 +13,10 @@ from meshsim.distributions import Deterministic, Exponential
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.engine import Horizon, ReplicationResult
 from meshsim.sim.fast_engine import fast_setup, run_fast_replication, run_on_setup
-from meshsim.sim.fast_setup import FastSetup
+from meshsim.sim.fast_kernels import LOW_WATER
+from meshsim.sim.fast_setup import CAPACITY, FastSetup, StreamBuffers
 from meshsim.sim.predict import horizon_for
-from meshsim.sim.streams import Streams
+from meshsim.sim.streams import BATCH, Streams
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from simkit import plain, tandem_topology
 
@@ -93,3 +94,27 @@ def test_a_draw_at_build_time_that_is_not_replayed_is_refused() -> None:
     setup.lowering.balancer_replays.clear()
     with pytest.raises(RuntimeError, match="drew while the system was built"):
         setup._check_rebind(Streams(SEED, 0))
+
+
+def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> None:
+    """A stream's values are its batches in order, however far ahead they are drawn; at the end of the load a
+    stream has drawn at most a batch (and the low-water margin) beyond what it used."""
+    names, per_step = ("busy", "quiet"), (9, 1)  # values each stream uses per simulated millisecond
+    table = Streams(SEED, 0)
+    refills = [lambda rng=table.rng(name): rng.exponential(1.0, BATCH) for name in names]
+    buffers = StreamBuffers(refills, np.zeros((len(names), CAPACITY)))
+    buffers.attach(np.zeros(len(names), dtype=np.int64), np.zeros(len(names), dtype=np.int64))
+    used: list[list[float]] = [[], []]
+    until, steps = 2.0, 2000
+    for step in range(steps):
+        for s, n in enumerate(per_step):
+            for _ in range(n):
+                used[s].append(buffers.buf[s, buffers.pos[s]])
+                buffers.pos[s] += 1
+        if (buffers.pos >= buffers.lim).any():
+            buffers.refill((step + 1) * until / steps, until)
+    for s, name in enumerate(names):
+        rng = Streams(SEED, 0).rng(name)
+        batches = np.concatenate([rng.exponential(1.0, BATCH) for _ in range(buffers.drawn[s] // BATCH)])
+        np.testing.assert_array_equal(np.array(used[s]), batches[:len(used[s])])
+        assert buffers.drawn[s] - len(used[s]) <= BATCH + LOW_WATER, name
