@@ -41,9 +41,13 @@ def _request(case: dict) -> tuple:
     return request.scenario, request.workload, horizon_for(request.workload.load, request.settings)
 
 
-def _cases() -> list[tuple]:
+def _case(k: int) -> tuple:
+    """The k-th case: a prediction's request, then a tandem queue under each of LOADS."""
+    if k < len(PREDICTIONS):
+        return _request(PREDICTIONS[k])
+    load, horizon = LOADS[k - len(PREDICTIONS)]
     tandem = plain(tandem_topology([Exponential(0.4e-3), Deterministic(0.3e-3), Exponential(0.2e-3)]))
-    return [_request(case) for case in PREDICTIONS] + [(tandem, Workload(load), h) for load, h in LOADS]
+    return tandem, Workload(load), horizon
 
 
 def _written(setup: FastSetup) -> list:
@@ -63,7 +67,7 @@ def _assert_same(reused: ReplicationResult, fresh: ReplicationResult, what: str)
 
 @pytest.mark.parametrize("case", range(len(PREDICTIONS) + len(LOADS)))
 def test_a_reused_setup_gives_each_replication_as_built_afresh(case: int) -> None:
-    scenario, workload, horizon = _cases()[case]
+    scenario, workload, horizon = _case(case)
     reused = FastSetup(scenario, workload, horizon)
     for replication in (2, 0, 1, 2):  # out of order and twice: nothing may leak from the replication before
         fresh = FastSetup(scenario, workload, horizon, SEED, replication)
