@@ -4,6 +4,7 @@ reused setup must be replication r built afresh, field by field, whatever ran on
 from __future__ import annotations
 
 import dataclasses
+import gc
 import pickle
 
 import numpy as np
@@ -122,3 +123,14 @@ def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> N
         batches = np.concatenate([rng.exponential(1.0, BATCH) for _ in range(buffers.drawn[s] // BATCH)])
         np.testing.assert_array_equal(np.array(used[s]), batches[:len(used[s])])
         assert buffers.drawn[s] - len(used[s]) <= BATCH + LOW_WATER, name
+
+
+def test_the_process_s_objects_are_frozen_once_after_a_first_replication() -> None:
+    """gc.freeze after the compiled loop is loaded (the exit's full collection walked numba's objects for ~0.45 s);
+    only once, so that a long-running process does not freeze its later garbage."""
+    scenario, workload, horizon = _request(PREDICTIONS[1])
+    run_fast_replication(scenario, workload, horizon, SEED, 0)
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    run_fast_replication(scenario, workload, horizon, SEED, 1)
+    assert gc.get_freeze_count() == frozen
