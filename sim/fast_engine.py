@@ -1,143 +1,28 @@
 """One replication on the compiled engine: the same Scenario and Workload as sim/engine.py, the same named random
 streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py).
 
-The SimPy engine stays the reference: this module builds the SimPy ``System`` (the wiring, the samplers), lowers it
-(sim/fast_program.py), runs the compiled loop, then writes the counters back into the System's stations and proxies
-so that usage, memory and the time breakdown come from the very functions the SimPy engine uses.
+The SimPy engine stays the reference: the setup (sim/fast_setup.py) builds the SimPy ``System`` (the wiring, the
+samplers) and lowers it (sim/fast_program.py), once for every replication of a prediction; this module runs the
+compiled loop, then writes the counters back into the System's stations and proxies so that usage, memory and the
+time breakdown come from the very functions the SimPy engine uses.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from meshsim.distributions import Exponential
 from meshsim.scenario import Scenario
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine import Horizon, ReplicationResult, _usage, expected_wire_bytes, time_breakdown
 from meshsim.sim.fast_layout import Layout
-from meshsim.sim.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
-                                      station_arrays)
-from meshsim.sim.loadgen import WRK2_CLOCK_S, WRK2_CONNECT_STAGGER_S, FortioPlan
-from meshsim.sim.streams import BATCH, Streams
+from meshsim.sim.fast_program import Lowering
+from meshsim.sim.fast_setup import FastSetup
 from meshsim.sim.system import System
 from meshsim.sim.window_series import CpuSampler, ReplicationSeries, replication_series, window_edges
 
 ENGINE_NAME = "fast-numba/1"
-CAPACITY = 8 * BATCH + K.LOW_WATER  # a stream's buffer: up to 8 batches ahead
-
-
-class StreamBuffers:
-    """Every stream's next values, refilled batch by batch from its own generator (the SimPy engine's order).
-
-    ``pos`` and ``lim`` are views into the compiled state; ``buf`` is the state's B array."""
-
-    def __init__(self, refills: list) -> None:
-        self.refills = refills
-        n = max(len(refills), 1)
-        self.buf = np.zeros((n, CAPACITY))
-        self.pos = np.zeros(n, dtype=np.int64)
-        self.end = np.zeros(n, dtype=np.int64)
-        self.lim = np.zeros(n, dtype=np.int64)
-        self.ahead = np.ones(n, dtype=np.int64)  # batches a refill appends: doubles per refill, up to 8
-        for s in range(len(refills)):
-            self._append(s)
-
-    def attach(self, pos: np.ndarray, lim: np.ndarray) -> None:
-        """Use the state's views from now on (the values so far are copied in)."""
-        pos[:] = self.pos
-        lim[:] = self.lim
-        self.pos, self.lim = pos, lim
-
-    def _append(self, s: int) -> None:
-        values = self.refills[s]()
-        self.buf[s, self.end[s]:self.end[s] + values.size] = values
-        self.end[s] += values.size
-        self.lim[s] = self.end[s] - K.LOW_WATER
-
-    def refill(self) -> None:
-        """Streams near their end: keep what is left, append whole batches while they fit."""
-        for s in np.nonzero(self.pos >= self.lim)[0]:
-            left = self.end[s] - self.pos[s]
-            self.buf[s, :left] = self.buf[s, self.pos[s]:self.end[s]]
-            self.pos[s], self.end[s] = 0, left
-            self.ahead[s] = min(2 * self.ahead[s], 8)  # a busy stream refills less often; a quiet one draws little
-            for _ in range(self.ahead[s]):
-                if self.end[s] + BATCH > CAPACITY:
-                    break
-                self._append(s)
-
-
-def connections_of(workload: Workload, duration: float) -> int:
-    """Connection ids the load uses (they index the proxies' worker bindings)."""
-    load = workload.load
-    if isinstance(load, FortioLoad):
-        return FortioPlan.of(load, duration).threads
-    if isinstance(load, SequentialLoad):
-        return load.users
-    return load.connections
-
-
-def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, client_pc: int) -> tuple:
-    """The load generator's parameters, its per-thread (fortio), per-user (sequential) or per-connection (wrk2)
-    state, and its rate profile's points (time s, rps)."""
-    load = workload.load
-    load_i = np.zeros(V.LOAD_I, dtype=np.int64)
-    load_f = np.zeros(V.LOAD_F)
-    load_f[V.LF_DURATION], load_f[V.LF_WARMUP], load_f[V.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
-    load_f[V.LF_MAX_END], load_f[V.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
-    load_i[V.L_CLIENT_PC], load_i[V.L_JITTER] = client_pc, -1
-    profile = np.zeros((1, 2))
-    threads = 1
-    if isinstance(load, OpenLoad):
-        profile = _open_load(load, streams, table, load_i, load_f)
-    elif isinstance(load, FortioLoad):
-        threads = _fortio_load(load, horizon, streams, table, load_i, load_f)
-    elif isinstance(load, Wrk2Load):
-        load_i[V.L_KIND], threads = V.LOAD_WRK2, load.used_connections
-        load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
-    else:
-        load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
-        threads = load.users
-    load_i[V.L_THREADS] = threads
-    th_i, th_f = np.zeros((threads, 3), dtype=np.int64), np.zeros((threads, 3))
-    if isinstance(load, SequentialLoad):
-        for user in range(threads):
-            th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
-    if isinstance(load, Wrk2Load):  # connection i of a thread connects i x 5 ms after the thread starts
-        th_f[:, V.THF_START] = (np.arange(threads) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
-    return load_i, load_f, th_i, th_f, profile
-
-
-def _open_load(load: OpenLoad, streams: Streams, table, load_i: np.ndarray, load_f: np.ndarray) -> np.ndarray:
-    """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
-    peak = load.profile.max_rps if load.profile is not None else load.rps
-    load_i[V.L_KIND] = V.LOAD_OPEN
-    load_i[V.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
-    load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
-    load_i[V.L_CONNECTIONS] = load.connections
-    if load.profile is None:
-        return np.zeros((1, 2))
-    load_i[V.L_PROFILE] = V.PROFILE_STEPS if load.profile.kind == "steps" else V.PROFILE_RAMP
-    load_i[V.L_POINTS] = len(load.profile.points)
-    load_i[V.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
-    load_f[V.LF_PEAK] = peak
-    return np.array(load.profile.points, dtype=float).reshape(-1, 2)
-
-
-def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
-                 load_f: np.ndarray) -> int:
-    """fortio's plan, pacing options and warm-up mode; returns its threads."""
-    plan = FortioPlan.of(load, horizon.duration)
-    load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
-    load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
-    if load.jitter:
-        load_i[V.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
-    load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
-                             "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
-    load_f[V.LF_RATE] = load.rps / plan.threads
-    return plan.threads
 
 
 def _tokens(count: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,70 +46,68 @@ def _depth(scenario: Scenario) -> int:
     return 2 * len(scenario.topology.services) + 4
 
 
-def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: Streams) -> tuple[dict, int]:
-    """Every table of the compiled state, by region, and the client program's start."""
-    program, client_pc = link(lowering)
-    ops, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc = program
-    st_i, st_f, free_at, busy, quota_used, quota_tag = station_arrays(lowering)
-    px_i, px_f, bind, post, export = proxy_arrays(lowering)
-    ncores, slowdown, starts, ends, count, last, floor, width = node_arrays(lowering)
-    net_i, net_f = network_arrays(lowering)
-    bal_i, active, ewma = balancer_arrays(lowering)
-    load_i, load_f, th_i, th_f, profile = load_arrays(workload, horizon, streams, lowering.streams, client_pc)
-    samples = _sample_rows(horizon, len(lowering.station_list), load_i)
-    flags = np.zeros(K.FLAGS, dtype=np.int64)
-    flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
-    n_streams = max(len(lowering.streams.refills), 1)
-    tables = {
-        K.R_POS: np.zeros(n_streams, dtype=np.int64), K.R_LIM: np.zeros(n_streams, dtype=np.int64),
-        K.R_STI: st_i, K.R_QTAG: quota_tag, K.R_PXI: px_i, K.R_BIND: bind, K.R_NCORES: ncores, K.R_NCOUNT: count,
-        K.R_NETI: net_i[None, :], K.R_BALI: bal_i, K.R_ACTIVE: active, K.R_OPS: ops, K.R_RPC: route_pc,
-        K.R_RBAL: route_bal, K.R_CHS: ch_stream, K.R_CHN: ch_n, K.R_CHR: ch_route, K.R_TLS: tls_seen,
-        K.R_FKN: fk_n, K.R_FKPC: fk_pc, K.R_LOADI: load_i[None, :], K.R_THI: th_i, K.R_FLAGS: flags[None, :],
-        K.R_STF: st_f, K.R_FREE: free_at, K.R_BUSY: busy, K.R_QUSED: quota_used, K.R_PXF: px_f, K.R_POST: post,
-        K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_NSTART: starts, K.R_NEND: ends, K.R_NLAST: last,
-        K.R_NFLOOR: floor, K.R_NETF: net_f[None, :], K.R_EWMA: ewma, K.R_CHW: ch_w, K.R_LOADF: load_f[None, :],
-        K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile, K.R_SAMPLES: samples,
-    }
-    return tables, len(lowering.proxy_list)
+_LAST_SETUP: list[FastSetup] = []  # the last setup built in this process: its next replications reuse it
 
 
-def _sample_rows(horizon: Horizon, stations: int, load_i: np.ndarray) -> np.ndarray:
-    """Room for the time series' snapshots: a row per window edge (and one spare: the compiled loop counts the
-    windows from the load's actual start), two columns per station (busy seconds, jobs)."""
-    if not horizon.series_s:
-        return np.zeros((1, 1))
-    rows = window_edges(horizon.warmup, horizon.duration, horizon.series_s).size + 1
-    load_i[V.L_SAMPLE_ROWS], load_i[V.L_STATIONS] = rows, stations
-    return np.zeros((rows, 2 * stations))
+def fast_setup(scenario: Scenario, workload: Workload, horizon: Horizon) -> FastSetup:
+    """The setup of the last replication when it ran the same scenario and workload objects on the same horizon (a
+    prediction's replications, in one process or worker), else a new one, kept for the next calls."""
+    if _LAST_SETUP:
+        last = _LAST_SETUP[0]
+        if last.scenario is scenario and last.workload is workload and last.horizon == horizon:
+            return last
+    setup = FastSetup(scenario, workload, horizon)
+    _LAST_SETUP[:] = [setup]
+    return setup
 
 
 def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
                          replication: int) -> ReplicationResult:
     """sim/engine.py's run_replication on the compiled engine (same streams, same result fields)."""
-    import simpy  # the System's wiring needs an environment; nothing is scheduled on it
+    setup = fast_setup(scenario, workload, horizon)
+    if not setup.lock.acquire(blocking=False):  # another thread runs on it: this replication builds its own
+        setup = FastSetup(scenario, workload, horizon)
+        setup.lock.acquire()
+    try:
+        result = run_on_setup(setup, seed, replication)
+    finally:
+        setup.lock.release()
+    if not _FROZEN:
+        _freeze_long_lived()
+    return result
 
-    streams = Streams(seed, replication)
-    system = System(simpy.Environment(), scenario, workload, streams)
-    lowering = Lowering(system, max(connections_of(workload, horizon.duration), 1))
-    lowering.build_program()
-    tables, proxies = _tables(lowering, workload, horizon, streams)
-    layout = Layout(tables)
-    I, F = layout.I, layout.F
-    buffers = StreamBuffers(lowering.streams.refills)
-    buffers.attach(layout.view(K.R_POS)[:, 0], layout.view(K.R_LIM)[:, 0])
+
+_FROZEN: list[bool] = []
+
+
+def _freeze_long_lived() -> None:
+    """Once per process, after the compiled loop is loaded: every object so far (numba's registries and loaded
+    code, the modules) lives as long as the process, so the cyclic garbage collector stops walking them
+    (gc.freeze): neither its full collections here and in forked workers nor the one at interpreter exit, which
+    took ~0.45 s of a fresh `meshsim predict`. Only once: a long-running process would freeze its later garbage."""
+    import gc
+
+    gc.freeze()
+    _FROZEN.append(True)
+
+
+def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationResult:
+    """One replication on a setup (built for it or reused: the same result)."""
+    buffers = setup.reset(seed, replication)
+    workload, horizon, layout = setup.workload, setup.horizon, setup.layout
+    I, F, proxies = layout.I, layout.F, setup.proxies
     rate = workload.load.rps if np.isfinite(workload.load.rps) else 1e4  # think time 0: the buffer grows as needed
     LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
     HT, HI = np.zeros(4096), np.zeros((4096, 2), dtype=np.int64)
-    TI, TF, FREE = _tokens(1024, _depth(scenario))
-    flags = layout.view(K.R_FLAGS)[0]
+    TI, TF, FREE = _tokens(1024, _depth(setup.scenario))
+    flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
     flags[K.G_FREE_N] = TI.shape[0]
     while True:
         code = V.run(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
         if code == V.DONE:
             break
         if code == V.REFILL:
-            buffers.refill()
+            buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0
             continue
         if flags[K.G_FREE_N] < V.MARGIN:
@@ -233,9 +116,9 @@ def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizo
             HT, HI = np.resize(HT, 2 * HT.size), np.resize(HI, (2 * HT.size, 2))
         if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.shape[0]:
             LAT = np.resize(LAT, (2 * LAT.shape[0], 2))
-    _write_back(system, lowering, layout)
-    result = _result(system, workload, horizon, layout, LAT)
-    result.series = _series(system, lowering, horizon, layout, LAT, result)
+    _write_back(setup.system, setup.lowering, layout)
+    result = _result(setup.system, workload, horizon, layout, LAT)
+    result.series = _series(setup.system, setup.lowering, horizon, layout, LAT, result)
     return result
 
 

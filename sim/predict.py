@@ -8,10 +8,8 @@ offered rate at which the bottleneck's utilisation reaches 1 (for Envoy, the bus
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,7 +20,6 @@ from meshsim import __version__
 from meshsim.distributions import MS
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
-from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
@@ -31,7 +28,9 @@ from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, Sequential
 from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
-from meshsim.sim.saturation_search import find_saturation, run_one_replication as _run_one, unstable as _unstable
+from meshsim.sim.replication_runs import ReplicationRunner
+from meshsim.sim.replication_runs import stop_workers as _stop_workers  # noqa: F401 (sweeps and capacity searches)
+from meshsim.sim.saturation_search import find_saturation, unstable as _unstable
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
@@ -142,36 +141,6 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
 
 
-def _pool(processes: int) -> ProcessPoolExecutor | None:
-    if processes <= 1:
-        return None
-    return ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
-                               initializer=reset_interrupts_in_child)
-
-
-def _replicate(pool: ProcessPoolExecutor | None, jobs: list[tuple[Scenario, Workload, Horizon, int, int, str]],
-               ) -> list[ReplicationResult]:
-    if pool is None:
-        return [_run_one(j) for j in jobs]
-    with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
-        futures = [pool.submit(_run_one, j) for j in jobs]
-    return [f.result() for f in futures]
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Cancel what is queued and terminate the worker processes now (Python < 3.14 has no public call for it)."""
-    terminate = getattr(pool, "terminate_workers", None)
-    if terminate is not None:
-        terminate()
-        return
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.join(timeout=5)
-
-
 def run_prediction(request: PredictRequest, progress: Progress | None = None) -> Prediction:
     """Run replications of the request until its precision target (or fixed count), then summarise."""
     scenario, workload, settings = request.scenario, request.workload, request.settings
@@ -192,43 +161,49 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
-    results: list[ReplicationResult] = []
-    limited = ""  # the warning when the time limit stopped the replications
-    pool = _pool(min(processes, first))
+    runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
     try:
-        batch = first
-        while True:
-            batch_started = time.perf_counter()
-            jobs = [(scenario, workload, horizon, settings.seed, len(results) + i, choice.name) for i in range(batch)]
-            done = _replicate(pool, jobs)
-            results.extend(done)
-            now = time.perf_counter()
-            p99 = t_interval([latency_summary(r.latencies)["p99"] for r in results])
-            rel = p99.half_width / p99.value if p99.value > 0 and math.isfinite(p99.half_width) else float("nan")
-            if progress:
-                progress(f"{len(results)} replications, " + (f"p99 {p99.value / MS:.3f} ms +- {rel * 100:.1f} %"
-                         if math.isfinite(p99.value) else "no request completed in the window yet"))
-            if target is not None or settings.precision is None:
-                break
-            if (math.isfinite(rel) and rel <= settings.precision) or len(results) >= settings.max_replications:
-                break
-            if _unstable(results):
-                break  # percentiles of an overloaded open system grow with run length: more runs do not help
-            if not time_left_for_another_batch(now - started, now - batch_started, settings.time_limit_s):
-                limited = f"time limit {settings.time_limit_s:g} s reached after {len(results)} replications: " \
-                          f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)"
-                break
-            batch = max(1, min(processes, settings.max_replications - len(results)))
+        results, limited = _replications(runner, settings, first, processes, started, progress)
     except BaseException:
-        if pool is not None:  # an interrupt must not wait for the replications running in the workers
-            _stop_workers(pool)
-            pool = None
+        runner.close(interrupted=True)  # an interrupt must not wait for the replications running in the workers
         raise
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    runner.close()
     prediction = _summarise(request, horizon, results, started, progress, choice)
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
+
+
+def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, processes: int, started: float,
+                  progress: Progress | None) -> tuple[list[ReplicationResult], str]:
+    """Batches of replications until the p99's precision (or the fixed count, or a limit); returns them and the
+    warning when the time limit stopped them. The batches and the rule are the same whether the workers run ahead
+    or not: the results are too."""
+    target = settings.replications
+    results: list[ReplicationResult] = []
+    p99s: list[float] = []  # each replication's p99, in order
+    batch, batch_started = first, started
+    while True:
+        after = settings.max_replications - len(results) - batch
+        ahead = min(processes, after) if target is None and settings.precision is not None and after > 0 else 0
+        done = runner.batch(len(results), batch, ahead)
+        results.extend(done)
+        p99s.extend(latency_summary(r.latencies)["p99"] for r in done)
+        now = time.perf_counter()
+        p99 = t_interval(p99s)
+        rel = p99.half_width / p99.value if p99.value > 0 and math.isfinite(p99.half_width) else float("nan")
+        if progress:
+            progress(f"{len(results)} replications, " + (f"p99 {p99.value / MS:.3f} ms +- {rel * 100:.1f} %"
+                     if math.isfinite(p99.value) else "no request completed in the window yet"))
+        if target is not None or settings.precision is None:
+            return results, ""
+        if (math.isfinite(rel) and rel <= settings.precision) or len(results) >= settings.max_replications:
+            return results, ""
+        if _unstable(results):
+            return results, ""  # percentiles of an overloaded open system grow with run length: more runs do not help
+        # a batch lasts from the end of the one before (the workers run it while the rule looks at that one)
+        if not time_left_for_another_batch(now - started, now - batch_started, settings.time_limit_s):
+            return results, (f"time limit {settings.time_limit_s:g} s reached after {len(results)} replications: "
+                             f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)")
+        batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
 
 
 COMPILING = "compiling the fast engine (first run only: one to three minutes; cached on disk afterwards)"

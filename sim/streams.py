@@ -51,9 +51,14 @@ class Streams:
     def __init__(self, seed: int, replication: int) -> None:
         self.seed = seed
         self.replication = replication
+        # id of every generator made -> its stream's name: the compiled engine makes the same streams again for
+        # another replication without rebuilding the system (sim/fast_program.py's StreamTable.rebind)
+        self.names: dict[int, str] = {}
 
     def rng(self, name: str) -> np.random.Generator:
-        return stream_rng(self.seed, self.replication, name)
+        generator = stream_rng(self.seed, self.replication, name)
+        self.names[id(generator)] = name
+        return generator
 
     def sampler(self, name: str, dist: Distribution) -> Sampler:
         return Sampler(dist, self.rng(name))

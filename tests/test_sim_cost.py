@@ -136,7 +136,9 @@ def test_max_events_raises_the_budget(capsys) -> None:
 
 
 def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
-    args = ["--topology", "single", "--mesh", "none", "--rps", "200", "--duration", "0.5", "--precision", "0.0001",
+    # 160 replications of 2000 requests take seconds (the compiled engine reuses its setup: 160 of 100 requests
+    # took less than the limit)
+    args = ["--topology", "single", "--mesh", "none", "--rps", "2000", "--duration", "1", "--precision", "0.0001",
             "--processes", "1", "--json", "--time-limit", "0.5"]
     code, out, _ = predict_cli(capsys, *args)
     result = __import__("json").loads(out)

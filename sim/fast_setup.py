@@ -1,0 +1,244 @@
+"""The compiled engine's setup, built once per (scenario, workload, horizon) and reused by every replication.
+
+Building the SimPy ``System``, lowering it and packing its tables costs about as much as a tenth of a short
+replication; none of it depends on the replication but the random streams (and the balancers' first replicas drawn
+from them). ``FastSetup.reset`` restores the pristine tables and the System's counters and points every stream at
+the replication's own generators, so that a replication on a reused setup is the replication built afresh.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from meshsim.distributions import Exponential
+from meshsim.scenario import Scenario
+from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from meshsim.sim import fast_kernels as K
+from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
+from meshsim.sim.engine import Horizon
+from meshsim.sim.fast_layout import Layout
+from meshsim.sim.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
+                                      station_arrays)
+from meshsim.sim.loadgen import WRK2_CLOCK_S, WRK2_CONNECT_STAGGER_S, FortioPlan
+from meshsim.sim.streams import BATCH, Streams
+from meshsim.sim.system import System
+from meshsim.sim.window_series import window_edges
+
+CAPACITY = 8 * BATCH + K.LOW_WATER  # a stream's buffer: up to 8 batches ahead
+
+
+class FastSetup:
+    """The wired System, its lowering and its tables for one (scenario, workload, horizon); ``reset`` readies them
+    for a replication. One replication at a time: ``lock`` is held while one runs."""
+
+    def __init__(self, scenario: Scenario, workload: Workload, horizon: Horizon, seed: int = 0,
+                 replication: int = 0) -> None:
+        import simpy  # the System's wiring needs an environment; nothing is scheduled on it
+
+        self.scenario, self.workload, self.horizon = scenario, workload, horizon
+        streams = Streams(seed, replication)
+        self.system = System(simpy.Environment(), scenario, workload, streams)
+        self.lowering = Lowering(self.system, max(connections_of(workload, horizon.duration), 1))
+        self.lowering.build_program()
+        tables, self.proxies = _tables(self.lowering, workload, horizon, streams)
+        self.layout = Layout(tables)
+        self.lock = threading.Lock()
+        self._pristine = (self.layout.I.copy(), self.layout.F.copy())
+        lowering, system = self.lowering, self.system
+        # what the run writes into the System (sim/fast_engine.py's _write_back), as it was built
+        self._objects = [(obj, dict(vars(obj))) for obj in
+                         (*lowering.station_list, *lowering.proxy_list, system.net, system)]
+        self._buffer = np.zeros((max(len(lowering.streams.refills), 1), CAPACITY))
+        self._check_rebind(streams)
+
+    def reset(self, seed: int, replication: int) -> StreamBuffers:
+        """The tables and the System as built, every stream from the replication's generators; returns the streams'
+        buffers, filled and attached to the tables."""
+        I, F = self._pristine
+        self.layout.I[:] = I
+        self.layout.F[:] = F
+        for obj, attrs in self._objects:
+            vars(obj).clear()
+            vars(obj).update(attrs)
+        replayed = self.lowering.streams.rebind(Streams(seed, replication))
+        balancers = self.layout.view(K.R_BALI)
+        for row, replay in enumerate(self.lowering.balancer_replays):
+            balancers[row, K.BAL_NEXT] = replayed[replay]
+        buffers = StreamBuffers(self.lowering.streams.refills, self._buffer)
+        buffers.attach(self.layout.view(K.R_POS)[:, 0], self.layout.view(K.R_LIM)[:, 0])
+        return buffers
+
+    def _check_rebind(self, streams: Streams) -> None:
+        """Rebinding to the build's own streams must give every generator the state the build left it in: else the
+        build drew from a stream in a way ``rebind`` does not replay, and reuse would change the results."""
+        table = self.lowering.streams
+        built = [g.bit_generator.state for g in table.generators]
+        starts = [row[3] for row in self.lowering.balancer_rows]
+        replayed = table.rebind(Streams(streams.seed, streams.replication))
+        again = [g.bit_generator.state for g in table.generators]
+        for name, before, after in zip(table.slot_names, built, again):
+            if before != after:
+                raise RuntimeError(f"stream {name!r} drew while the system was built: StreamTable.rebind must replay it")
+        if [replayed[k] for k in self.lowering.balancer_replays] != starts:
+            raise RuntimeError("a balancer's first replica differs when replayed")
+
+
+class StreamBuffers:
+    """Every stream's next values, refilled batch by batch from its own generator (the SimPy engine's order).
+
+    ``pos`` and ``lim`` are views into the compiled state; ``buf`` is the state's B array."""
+
+    def __init__(self, refills: list, buf: np.ndarray) -> None:
+        self.refills = refills
+        n = max(len(refills), 1)
+        self.buf = buf
+        self.pos = np.zeros(n, dtype=np.int64)
+        self.end = np.zeros(n, dtype=np.int64)
+        self.lim = np.zeros(n, dtype=np.int64)
+        self.drawn = np.zeros(n, dtype=np.int64)  # values drawn so far (appended)
+        self.ahead = np.ones(n, dtype=np.int64)  # batches a refill appends at most: doubles per refill, up to 8
+        for s in range(len(refills)):
+            self._append(s)
+
+    def attach(self, pos: np.ndarray, lim: np.ndarray) -> None:
+        """Use the state's views from now on (the values so far are copied in)."""
+        pos[:] = self.pos
+        lim[:] = self.lim
+        self.pos, self.lim = pos, lim
+
+    def _append(self, s: int) -> None:
+        values = self.refills[s]()
+        self.buf[s, self.end[s]:self.end[s] + values.size] = values
+        self.end[s] += values.size
+        self.drawn[s] += values.size
+        self.lim[s] = self.end[s] - K.LOW_WATER
+
+    def refill(self, now: float, until: float) -> None:
+        """Streams near their end: keep what is left, append whole batches (the stream's values stay the same; only
+        how far ahead they are drawn changes). A busy stream draws more batches at once (fewer returns from the
+        loop), but no more than its use so far per simulated second needs until the load ends at ``until``."""
+        for s in np.nonzero(self.pos >= self.lim)[0]:
+            left = self.end[s] - self.pos[s]
+            self.buf[s, :left] = self.buf[s, self.pos[s]:self.end[s]]
+            self.pos[s], self.end[s] = 0, left
+            self.ahead[s] = min(2 * self.ahead[s], 8)
+            batches = self.ahead[s]
+            if now > 0.0:
+                need = (self.drawn[s] - left) / now * max(until - now, 0.0) + K.LOW_WATER - left
+                batches = min(batches, max(1, math.ceil(need / BATCH)))
+            for _ in range(batches):
+                if self.end[s] + BATCH > CAPACITY:
+                    break
+                self._append(s)
+
+
+def connections_of(workload: Workload, duration: float) -> int:
+    """Connection ids the load uses (they index the proxies' worker bindings)."""
+    load = workload.load
+    if isinstance(load, FortioLoad):
+        return FortioPlan.of(load, duration).threads
+    if isinstance(load, SequentialLoad):
+        return load.users
+    return load.connections
+
+
+def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, client_pc: int) -> tuple:
+    """The load generator's parameters, its per-thread (fortio), per-user (sequential) or per-connection (wrk2)
+    state, and its rate profile's points (time s, rps)."""
+    load = workload.load
+    load_i = np.zeros(V.LOAD_I, dtype=np.int64)
+    load_f = np.zeros(V.LOAD_F)
+    load_f[V.LF_DURATION], load_f[V.LF_WARMUP], load_f[V.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
+    load_f[V.LF_MAX_END], load_f[V.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
+    load_i[V.L_CLIENT_PC], load_i[V.L_JITTER] = client_pc, -1
+    profile = np.zeros((1, 2))
+    threads = 1
+    if isinstance(load, OpenLoad):
+        profile = _open_load(load, streams, table, load_i, load_f)
+    elif isinstance(load, FortioLoad):
+        threads = _fortio_load(load, horizon, streams, table, load_i, load_f)
+    elif isinstance(load, Wrk2Load):
+        load_i[V.L_KIND], threads = V.LOAD_WRK2, load.used_connections
+        load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
+    else:
+        load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
+        threads = load.users
+    load_i[V.L_THREADS] = threads
+    th_i, th_f = np.zeros((threads, 3), dtype=np.int64), np.zeros((threads, 3))
+    if isinstance(load, SequentialLoad):
+        for user in range(threads):
+            th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
+    if isinstance(load, Wrk2Load):  # connection i of a thread connects i x 5 ms after the thread starts
+        th_f[:, V.THF_START] = (np.arange(threads) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
+    return load_i, load_f, th_i, th_f, profile
+
+
+def _open_load(load: OpenLoad, streams: Streams, table, load_i: np.ndarray, load_f: np.ndarray) -> np.ndarray:
+    """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
+    peak = load.profile.max_rps if load.profile is not None else load.rps
+    load_i[V.L_KIND] = V.LOAD_OPEN
+    load_i[V.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
+    load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
+    load_i[V.L_CONNECTIONS] = load.connections
+    if load.profile is None:
+        return np.zeros((1, 2))
+    load_i[V.L_PROFILE] = V.PROFILE_STEPS if load.profile.kind == "steps" else V.PROFILE_RAMP
+    load_i[V.L_POINTS] = len(load.profile.points)
+    load_i[V.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
+    load_f[V.LF_PEAK] = peak
+    return np.array(load.profile.points, dtype=float).reshape(-1, 2)
+
+
+def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
+                 load_f: np.ndarray) -> int:
+    """fortio's plan, pacing options and warm-up mode; returns its threads."""
+    plan = FortioPlan.of(load, horizon.duration)
+    load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
+    load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
+    if load.jitter:
+        load_i[V.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
+    load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
+                             "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
+    load_f[V.LF_RATE] = load.rps / plan.threads
+    return plan.threads
+
+
+def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: Streams) -> tuple[dict, int]:
+    """Every table of the compiled state, by region, and the client program's start."""
+    program, client_pc = link(lowering)
+    ops, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc = program
+    st_i, st_f, free_at, busy, quota_used, quota_tag = station_arrays(lowering)
+    px_i, px_f, bind, post, export = proxy_arrays(lowering)
+    ncores, slowdown, starts, ends, count, last, floor, width = node_arrays(lowering)
+    net_i, net_f = network_arrays(lowering)
+    bal_i, active, ewma = balancer_arrays(lowering)
+    load_i, load_f, th_i, th_f, profile = load_arrays(workload, horizon, streams, lowering.streams, client_pc)
+    samples = _sample_rows(horizon, len(lowering.station_list), load_i)
+    flags = np.zeros(K.FLAGS, dtype=np.int64)
+    flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
+    n_streams = max(len(lowering.streams.refills), 1)
+    tables = {
+        K.R_POS: np.zeros(n_streams, dtype=np.int64), K.R_LIM: np.zeros(n_streams, dtype=np.int64),
+        K.R_STI: st_i, K.R_QTAG: quota_tag, K.R_PXI: px_i, K.R_BIND: bind, K.R_NCORES: ncores, K.R_NCOUNT: count,
+        K.R_NETI: net_i[None, :], K.R_BALI: bal_i, K.R_ACTIVE: active, K.R_OPS: ops, K.R_RPC: route_pc,
+        K.R_RBAL: route_bal, K.R_CHS: ch_stream, K.R_CHN: ch_n, K.R_CHR: ch_route, K.R_TLS: tls_seen,
+        K.R_FKN: fk_n, K.R_FKPC: fk_pc, K.R_LOADI: load_i[None, :], K.R_THI: th_i, K.R_FLAGS: flags[None, :],
+        K.R_STF: st_f, K.R_FREE: free_at, K.R_BUSY: busy, K.R_QUSED: quota_used, K.R_PXF: px_f, K.R_POST: post,
+        K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_NSTART: starts, K.R_NEND: ends, K.R_NLAST: last,
+        K.R_NFLOOR: floor, K.R_NETF: net_f[None, :], K.R_EWMA: ewma, K.R_CHW: ch_w, K.R_LOADF: load_f[None, :],
+        K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile, K.R_SAMPLES: samples,
+    }
+    return tables, len(lowering.proxy_list)
+
+
+def _sample_rows(horizon: Horizon, stations: int, load_i: np.ndarray) -> np.ndarray:
+    """Room for the time series' snapshots: a row per window edge (and one spare: the compiled loop counts the
+    windows from the load's actual start), two columns per station (busy seconds, jobs)."""
+    if not horizon.series_s:
+        return np.zeros((1, 1))
+    rows = window_edges(horizon.warmup, horizon.duration, horizon.series_s).size + 1
+    load_i[V.L_SAMPLE_ROWS], load_i[V.L_STATIONS] = rows, stations
+    return np.zeros((rows, 2 * stations))

@@ -1,0 +1,86 @@
+"""A prediction's replications, in this process or in forked workers, handed back in the order of their indices.
+
+Workers receive the prediction's scenario, workload, horizon, seed and engine once, when they are forked (nothing is
+pickled per task): a task is a replication index, and a worker's replications all run on the same objects, so the
+compiled engine builds its setup once per worker (sim/fast_setup.py). While the caller decides whether the
+replications so far are enough, the workers already run the batch it would ask for next; a batch it does not ask
+for is dropped, so the results and the stopping rule are those of running one batch after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
+from meshsim.scenario import Scenario
+from meshsim.workload import Workload
+from meshsim.sim.engine import Horizon, ReplicationResult
+from meshsim.sim.saturation_search import run_one_replication
+
+Job = tuple[Scenario, Workload, Horizon, int, str]  # scenario, workload, horizon, seed, engine ('fast' or 'simpy')
+
+_WORKER_JOB: list[Job] = []  # in a forked worker: the prediction it runs replications of
+
+
+def _start_worker(job: Job) -> None:
+    """Initializer of a forked worker: its interrupts (meshsim.interrupts), and the prediction it serves."""
+    reset_interrupts_in_child()
+    _WORKER_JOB[:] = [job]
+
+
+def _run_in_worker(replication: int) -> ReplicationResult:
+    return _run(_WORKER_JOB[0], replication)
+
+
+def _run(job: Job, replication: int) -> ReplicationResult:
+    scenario, workload, horizon, seed, engine = job
+    return run_one_replication((scenario, workload, horizon, seed, replication, engine))
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and terminate the worker processes now (Python < 3.14 has no public call for it)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
+
+
+class ReplicationRunner:
+    """Runs replications of one job: in this process (``processes`` 1) or in that many forked workers."""
+
+    def __init__(self, job: Job, processes: int) -> None:
+        self.job = job
+        self.pool: ProcessPoolExecutor | None = None
+        if processes > 1:
+            self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_start_worker, initargs=(job,))
+        self.futures: dict[int, Future] = {}
+
+    def batch(self, start: int, count: int, ahead: int = 0) -> list[ReplicationResult]:
+        """Replications ``start`` .. ``start + count - 1``; workers start the ``ahead`` next ones meanwhile."""
+        if self.pool is None:
+            return [_run(self.job, r) for r in range(start, start + count)]
+        with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
+            for r in range(start, start + count + ahead):
+                if r not in self.futures:
+                    self.futures[r] = self.pool.submit(_run_in_worker, r)
+        return [self.futures.pop(r).result() for r in range(start, start + count)]
+
+    def close(self, interrupted: bool = False) -> None:
+        """Release the workers; replications still running ahead are not needed (nor are any on an interrupt):
+        the workers are terminated rather than waited for."""
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        if interrupted or any(not f.done() for f in self.futures.values()):
+            stop_workers(pool)
+        else:
+            pool.shutdown()
+        self.futures.clear()

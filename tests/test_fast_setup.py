@@ -1,0 +1,136 @@
+"""The compiled engine's setup is built once and reused by every replication (sim/fast_setup.py): replication r on a
+reused setup must be replication r built afresh, field by field, whatever ran on the setup before it."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import pickle
+
+import numpy as np
+import pytest
+
+from meshsim.distributions import Deterministic, Exponential
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim.engine import Horizon, ReplicationResult
+from meshsim.sim.fast_engine import fast_setup, run_fast_replication, run_on_setup
+from meshsim.sim.fast_kernels import LOW_WATER
+from meshsim.sim.fast_setup import CAPACITY, FastSetup, StreamBuffers
+from meshsim.sim.predict import horizon_for
+from meshsim.sim.streams import BATCH, Streams
+from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
+from simkit import plain, tandem_topology
+
+SEED = 3
+PREDICTIONS = [  # open loads over the mechanisms: sidecars, mTLS, no mesh, a central LB, fan-out, balancers
+    dict(topology="chain3", mesh="istio", rps=3500), dict(topology="chain3", mesh="istio", rps=500),
+    dict(topology="bookinfo", mesh="istio", rps=40), dict(topology="single", mesh="linkerd", rps=2000),
+    dict(topology="chain3", mesh="istio", rps=1000, features=("mtls",)),
+    dict(topology="chain3", mesh="none", rps=2000, load="open"), dict(topology="chain5", mesh="istio", rps=800, lb="proxy"),
+    dict(topology="lb3", mesh="istio", rps=1000), dict(topology="lb3", mesh="none", rps=1000),  # round robin over 3
+]
+LOADS = [  # the other load generators, with a time series
+    (Wrk2Load(1000.0, 8, 2), Horizon(1.0, 0.2, 0.5, 0.25)),
+    (FortioLoad(400.0, 4), Horizon(0.5, 0.0, 0.5, 0.1)),
+    (SequentialLoad(Exponential(0.01), 3), Horizon(0.5, 0.1, 0.5, 0.2)),
+    (OpenLoad(1500.0, 8, RateProfile.ramp(500.0, 1500.0, 1.0)), Horizon(1.0, 0.0, 0.5, 0.25)),
+]
+
+
+def _request(case: dict) -> tuple:
+    request = build_request(PredictOptions(**case, duration_s=0.5))
+    return request.scenario, request.workload, horizon_for(request.workload.load, request.settings)
+
+
+def _case(k: int) -> tuple:
+    """The k-th case: a prediction's request, then a tandem queue under each of LOADS."""
+    if k < len(PREDICTIONS):
+        return _request(PREDICTIONS[k])
+    load, horizon = LOADS[k - len(PREDICTIONS)]
+    tandem = plain(tandem_topology([Exponential(0.4e-3), Deterministic(0.3e-3), Exponential(0.2e-3)]))
+    return tandem, Workload(load), horizon
+
+
+def _written(setup: FastSetup) -> list:
+    """What a run writes into the System (read after it by usage, memory and the time breakdown)."""
+    stations = [(s.busy, s.jobs, s.cold_wakes, s.waited, s.woke, s.worked, s.cpu_waited)
+                for s in setup.lowering.station_list]
+    proxies = [(p.delayed, p.held_area, p.holds, p.held_seconds, p.window, len(p.binding))
+               for p in setup.lowering.proxy_list]
+    return [stations, proxies, setup.system.net.total, setup.system.host_cpu_time]
+
+
+def _assert_same(reused: ReplicationResult, fresh: ReplicationResult, what: str) -> None:
+    for f in dataclasses.fields(ReplicationResult):
+        a, b = getattr(reused, f.name), getattr(fresh, f.name)
+        assert pickle.dumps(a) == pickle.dumps(b), f"{what}: field {f.name} differs"
+
+
+@pytest.mark.parametrize("case", range(len(PREDICTIONS) + len(LOADS)))
+def test_a_reused_setup_gives_each_replication_as_built_afresh(case: int) -> None:
+    scenario, workload, horizon = _case(case)
+    reused = FastSetup(scenario, workload, horizon)
+    for replication in (2, 0, 1, 2):  # out of order and twice: nothing may leak from the replication before
+        fresh = FastSetup(scenario, workload, horizon, SEED, replication)
+        expected = run_on_setup(fresh, SEED, replication)
+        got = run_on_setup(reused, SEED, replication)
+        _assert_same(got, expected, f"case {case}, replication {replication}")
+        assert pickle.dumps(_written(reused)) == pickle.dumps(_written(fresh))
+        assert got.latencies.size > 0
+
+
+def test_the_setup_is_kept_for_the_same_request_only() -> None:
+    scenario, workload, horizon = _request(PREDICTIONS[0])
+    first = run_fast_replication(scenario, workload, horizon, SEED, 0)
+    setup = fast_setup(scenario, workload, horizon)
+    assert fast_setup(scenario, workload, horizon) is setup
+    assert fast_setup(scenario, workload, Horizon(0.4, 0.04, horizon.drain)) is not setup
+    again = run_fast_replication(scenario, workload, horizon, SEED, 0)  # a new setup again, built for it
+    np.testing.assert_array_equal(first.latencies, again.latencies)
+    other = run_fast_replication(scenario, workload, horizon, SEED + 1, 0)  # the seed is the run's, not the setup's
+    assert not np.array_equal(first.latencies[:50], other.latencies[:50])
+
+
+def test_a_draw_at_build_time_that_is_not_replayed_is_refused() -> None:
+    scenario, workload, horizon = _request(PREDICTIONS[7])  # round robin over 3 replicas, from a random first one
+    setup = FastSetup(scenario, workload, horizon)
+    assert setup.lowering.streams.replays, "the round-robin balancers' first replicas are replayed"
+    setup.lowering.streams.replays.clear()
+    setup.lowering.balancer_replays.clear()
+    with pytest.raises(RuntimeError, match="drew while the system was built"):
+        setup._check_rebind(Streams(SEED, 0))
+
+
+def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> None:
+    """A stream's values are its batches in order, however far ahead they are drawn; at the end of the load a
+    stream has drawn at most a batch (and the low-water margin) beyond what it used."""
+    names, per_step = ("busy", "quiet"), (9, 1)  # values each stream uses per simulated millisecond
+    table = Streams(SEED, 0)
+    refills = [lambda rng=table.rng(name): rng.exponential(1.0, BATCH) for name in names]
+    buffers = StreamBuffers(refills, np.zeros((len(names), CAPACITY)))
+    buffers.attach(np.zeros(len(names), dtype=np.int64), np.zeros(len(names), dtype=np.int64))
+    used: list[list[float]] = [[], []]
+    until, steps = 2.0, 2000
+    for step in range(steps):
+        for s, n in enumerate(per_step):
+            for _ in range(n):
+                used[s].append(buffers.buf[s, buffers.pos[s]])
+                buffers.pos[s] += 1
+        if (buffers.pos >= buffers.lim).any():
+            buffers.refill((step + 1) * until / steps, until)
+    for s, name in enumerate(names):
+        rng = Streams(SEED, 0).rng(name)
+        batches = np.concatenate([rng.exponential(1.0, BATCH) for _ in range(buffers.drawn[s] // BATCH)])
+        np.testing.assert_array_equal(np.array(used[s]), batches[:len(used[s])])
+        assert buffers.drawn[s] - len(used[s]) <= BATCH + LOW_WATER, name
+
+
+def test_the_process_s_objects_are_frozen_once_after_a_first_replication() -> None:
+    """gc.freeze after the compiled loop is loaded (the exit's full collection walked numba's objects for ~0.45 s);
+    only once, so that a long-running process does not freeze its later garbage."""
+    scenario, workload, horizon = _request(PREDICTIONS[1])
+    run_fast_replication(scenario, workload, horizon, SEED, 0)
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    run_fast_replication(scenario, workload, horizon, SEED, 1)
+    assert gc.get_freeze_count() == frozen

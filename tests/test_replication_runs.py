@@ -1,0 +1,82 @@
+"""A prediction's replications in forked workers (sim/replication_runs.py): the same results as in one process,
+whatever ran ahead; a worker reuses one compiled-engine setup; closing stops what runs ahead."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from meshsim.request import PredictOptions, PredictRequest, build_request
+from meshsim.sim import replication_runs
+from meshsim.sim.fast_engine import fast_setup, load_compiled
+from meshsim.sim.predict import horizon_for, run_prediction
+from meshsim.sim.replication_runs import ReplicationRunner
+
+OPTIONS = dict(topology="chain3", mesh="istio", rps=2000, duration_s=0.3, saturation=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled() -> None:
+    """The workers inherit the compiled loop: load it before they are forked."""
+    load_compiled()
+
+
+def _job() -> tuple:
+    request = build_request(PredictOptions(**OPTIONS))
+    horizon = horizon_for(request.workload.load, request.settings)
+    return request.scenario, request.workload, horizon, 5, "fast"
+
+
+def test_workers_running_ahead_give_the_replications_of_one_process() -> None:
+    job = _job()
+    alone, workers = ReplicationRunner(job, 1), ReplicationRunner(job, 2)
+    try:
+        for start, count, ahead in ((0, 3, 2), (3, 2, 2), (5, 1, 0)):
+            expected = alone.batch(start, count)
+            got = workers.batch(start, count, ahead)
+            assert [pickle.dumps(r.latencies) for r in got] == [pickle.dumps(r.latencies) for r in expected]
+            assert [r.usage for r in got] == [r.usage for r in expected]
+    finally:
+        workers.close()
+        alone.close()
+
+
+def test_a_worker_builds_the_setup_once() -> None:
+    job = _job()
+    replication_runs._start_worker(job)  # what a forked worker's initializer does, here in this process
+    first = replication_runs._run_in_worker(0)
+    setup = fast_setup(*job[:3])
+    second = replication_runs._run_in_worker(1)
+    assert fast_setup(*job[:3]) is setup
+    assert not np.array_equal(first.latencies[:20], second.latencies[:20])
+
+
+def test_closing_stops_the_replications_running_ahead() -> None:
+    job = _job()
+    runner = ReplicationRunner(job, 2)
+    pool = runner.pool
+    runner.batch(0, 1, ahead=40)  # far more ahead than can finish before close
+    workers = list(pool._processes.values())
+    started = time.perf_counter()
+    runner.close()
+    assert runner.pool is None and time.perf_counter() - started < 5  # generous: it does not wait for 40 runs
+    assert not any(worker.is_alive() for worker in workers)
+
+
+def _request(processes: int, precision: float | None) -> PredictRequest:
+    extra = dict(replications=3) if precision is None else dict(precision=precision)
+    request = build_request(PredictOptions(**OPTIONS, **extra, processes=processes))
+    return replace(request, settings=replace(request.settings, max_replications=14))
+
+
+@pytest.mark.parametrize("precision", [None, 0.05, 0.001])  # a fixed count; the precision reached; not reached
+def test_a_prediction_is_the_same_in_workers_and_in_one_process(precision: float | None) -> None:
+    one, two = run_prediction(_request(1, precision)), run_prediction(_request(2, precision))
+    assert one.replications == two.replications
+    assert one.to_dict()["latency_ms"] == two.to_dict()["latency_ms"]
+    assert one.to_dict()["latency_ci95_ms"] == two.to_dict()["latency_ci95_ms"]
+    assert one.cpu_cores == two.cpu_cores
