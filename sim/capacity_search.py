@@ -30,8 +30,8 @@ from meshsim.errors import FieldError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import (Prediction, _stop_workers, load_compiled_engine, predict_options,
-                                 uses_compiled_engine)
+from meshsim.sim.predict import Prediction, load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.replication_runs import stop_workers
 from meshsim.sim.stats import t_interval
 
 LIGHT_RPS = 100.0  # first probe when the options give no rate
@@ -204,7 +204,7 @@ def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int
         for future in as_completed(futures):
             found(future.result())
     except BaseException:
-        _stop_workers(pool)
+        stop_workers(pool)
         raise
     pool.shutdown()
 

@@ -29,7 +29,6 @@ from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.replication_runs import stop_workers as _stop_workers  # noqa: F401 (sweeps and capacity searches)
 from meshsim.sim.saturation_search import find_saturation, unstable as _unstable
 from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.window_series import TimeSeries, combine, window_for

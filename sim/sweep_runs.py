@@ -32,7 +32,8 @@ from meshsim.errors import FieldError, MeshsimError
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import _stop_workers, load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.replication_runs import stop_workers
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import SweepGrid, SweepPoint
 
@@ -157,7 +158,7 @@ def _local_rows(options: list[PredictOptions], indices: list[int], processes: An
         for future in as_completed(futures):
             yield futures[future], future.result()
     except BaseException:
-        _stop_workers(pool)
+        stop_workers(pool)
         raise
     pool.shutdown()
 
