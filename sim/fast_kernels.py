@@ -16,6 +16,12 @@ it goes on the event heap and resumes there, in time order, so every station is 
 as in the SimPy engine. The loop returns to Python when a random stream runs low (Python refills it from the same
 named generator) or the token pool or heap runs short (Python grows them): all state lives in arrays, so the loop
 simply continues where it was.
+
+Speed: a call between compiled functions passes every array as its fields (7 to 9 words each), so the hot path is
+inlined into ``run`` at numba's IR level (``jit_inline``): ``step`` (whose one caller is ``run``: a load generator
+returns a new request's token instead of stepping it), the ops of a request's path, proxy passes, bookings, node
+cores and the heap push. The rare or large paths (``_fit``, ``_trim``, quotas, balancers, round trips, the load
+generators) stay calls: inlining them too gained little and made the first compile several times longer.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token
 # compiled once, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file); numpy's error
 # model: a division by zero gives inf instead of a checked exception on every division
 jit = njit(cache=True, error_model="numpy")
-# a function with one call site on the hot path, inlined into it (numba IR): a call passes every array as its
-# exploded fields (7 to 9 words each), which costs more than the body of a small function
+# inlined at every call site (numba IR): a call passes every array as its fields (7 to 9 words each), which costs
+# more than a small body; each inlined copy lengthens the first compile, so only the hot path uses it
 jit_inline = njit(cache=True, error_model="numpy", inline="always")
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
@@ -90,7 +96,7 @@ def recording(I):
     return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
 
 
-@jit
+@jit_inline
 def node_run(I, F, node, start, work, now):
     """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
     if node < 0 or node >= I[at(I, R_FLAGS, 0, G_NODES)]:  # a node without declared cores: a core of its own
@@ -127,7 +133,7 @@ def _first_after(F, base, n, t):
     return lo
 
 
-@jit_inline
+@jit
 def _fit(I, F, node, start, work, now):
     """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
@@ -210,16 +216,16 @@ def quota_run(I, F, st, start, work):
     return t
 
 
-@jit
+@jit_inline
 def _cpu_run(I, F, st, start, work, now):
     """Station._run / node.run: where the station's CPU comes from (quota and node, node, or its own cores)."""
     node = I[at(I, R_STI, st, ST_NODE)]
+    quota_finish = -np.inf
     if I[at(I, R_STI, st, ST_QUOTA)]:
-        finish = quota_run(I, F, st, start, work)
-        if node >= 0:
-            finish = max(finish, node_run(I, F, node, start, work, now))
-        return finish
-    return node_run(I, F, node, start, work, now)
+        quota_finish = quota_run(I, F, st, start, work)
+        if node < 0:
+            return quota_finish
+    return max(quota_finish, node_run(I, F, node, start, work, now))  # one call site: node_run is inlined
 
 
 @jit
@@ -240,7 +246,7 @@ def _pick(I, F, st, servers, now):
     return best
 
 
-@jit
+@jit_inline
 def book(I, F, B, st, now, work, server, post, timed):
     """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
     servers = I[at(I, R_STI, st, ST_SERVERS)]
@@ -384,13 +390,12 @@ def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
     if _net(I, NET_KERNEL) == 0:
         return pending + lat
     cpu = _value(I, F, B, NET_PER_HOP, NETF_PER_HOP) + _value(I, F, B, NET_PER_KB, NETF_PER_KB) * nbytes / 1024.0
-    t = now + pending
-    if src == dst:
-        after = node_run(I, F, src, t, cpu, now) + lat - now
+    same = src == dst  # the sender's and receiver's halves, or all of it on the one node
+    sent = node_run(I, F, src, now + pending, cpu if same else 0.5 * cpu, now)
+    if same:
+        after = sent + lat - now
     else:
-        half = 0.5 * cpu
-        t = node_run(I, F, src, t, half, now) + lat
-        after = node_run(I, F, dst, t, half, now) - now
+        after = node_run(I, F, dst, sent + lat, 0.5 * cpu, now) - now
     if recording(I):
         F[at(I, R_GF, 0, GF_HOST)] += after - pending - lat
     return after
@@ -436,7 +441,7 @@ def _before(HT, HI, a, t, seq):
     return HT[a] < t or (HT[a] == t and HI[a, 0] < seq)
 
 
-@jit
+@jit_inline
 def heap_push(I, HT, HI, t, entry):
     """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
     n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
