@@ -16,6 +16,12 @@ it goes on the event heap and resumes there, in time order, so every station is 
 as in the SimPy engine. The loop returns to Python when a random stream runs low (Python refills it from the same
 named generator) or the token pool or heap runs short (Python grows them): all state lives in arrays, so the loop
 simply continues where it was.
+
+Speed: a call between compiled functions passes every array as its fields (7 to 9 words each), so the hot path is
+inlined into ``run`` at numba's IR level (``jit_inline``): ``step`` (whose one caller is ``run``: a load generator
+returns a new request's token instead of stepping it), the ops of a request's path, proxy passes, bookings, node
+cores and the heap push. The rare or large paths (``_fit``, ``_trim``, quotas, balancers, round trips, the load
+generators) stay calls: inlining them too gained little and made the first compile several times longer.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token
 # compiled once, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file); numpy's error
 # model: a division by zero gives inf instead of a checked exception on every division
 jit = njit(cache=True, error_model="numpy")
+# inlined at every call site (numba IR): a call passes every array as its fields (7 to 9 words each), which costs
+# more than a small body; each inlined copy lengthens the first compile, so only the hot path uses it
+jit_inline = njit(cache=True, error_model="numpy", inline="always")
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
 (R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
@@ -87,7 +96,7 @@ def recording(I):
     return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
 
 
-@jit
+@jit_inline
 def node_run(I, F, node, start, work, now):
     """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
     if node < 0 or node >= I[at(I, R_FLAGS, 0, G_NODES)]:  # a node without declared cores: a core of its own
@@ -207,16 +216,16 @@ def quota_run(I, F, st, start, work):
     return t
 
 
-@jit
+@jit_inline
 def _cpu_run(I, F, st, start, work, now):
     """Station._run / node.run: where the station's CPU comes from (quota and node, node, or its own cores)."""
     node = I[at(I, R_STI, st, ST_NODE)]
+    quota_finish = -np.inf
     if I[at(I, R_STI, st, ST_QUOTA)]:
-        finish = quota_run(I, F, st, start, work)
-        if node >= 0:
-            finish = max(finish, node_run(I, F, node, start, work, now))
-        return finish
-    return node_run(I, F, node, start, work, now)
+        quota_finish = quota_run(I, F, st, start, work)
+        if node < 0:
+            return quota_finish
+    return max(quota_finish, node_run(I, F, node, start, work, now))  # one call site: node_run is inlined
 
 
 @jit
@@ -237,7 +246,7 @@ def _pick(I, F, st, servers, now):
     return best
 
 
-@jit
+@jit_inline
 def book(I, F, B, st, now, work, server, post, timed):
     """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
     servers = I[at(I, R_STI, st, ST_SERVERS)]
@@ -275,7 +284,7 @@ def book(I, F, B, st, now, work, server, post, timed):
     return finish
 
 
-@jit
+@jit_inline
 def _worker(I, F, B, px, conn):
     """ProxyInstance.worker_for: a connection's worker, bound at its first pass (hash or round robin)."""
     slot = at(I, R_BIND, px, conn)
@@ -293,7 +302,7 @@ def _worker(I, F, B, px, conn):
     return worker if I[at(I, R_STI, st, ST_PINNED)] else -1
 
 
-@jit
+@jit_inline
 def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
     """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
     work = draw(I, B, kind)
@@ -339,7 +348,7 @@ def _net(I, col):
     return I[at(I, R_NETI, 0, col)]
 
 
-@jit
+@jit_inline
 def latency(I, F, B, src, dst, nbytes, loopback):
     """NetworkDelays.loopback / hop: a one-way hop's delay (added to the network's total while recording)."""
     if loopback:
@@ -374,20 +383,19 @@ def _value(I, F, B, col, fcol):
     return F[at(I, R_NETF, 0, fcol)] if s < 0 else draw(I, B, s)
 
 
-@jit
+@jit_inline
 def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
     """System._hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
     lat = latency(I, F, B, src, dst, nbytes, loopback)
     if _net(I, NET_KERNEL) == 0:
         return pending + lat
     cpu = _value(I, F, B, NET_PER_HOP, NETF_PER_HOP) + _value(I, F, B, NET_PER_KB, NETF_PER_KB) * nbytes / 1024.0
-    t = now + pending
-    if src == dst:
-        after = node_run(I, F, src, t, cpu, now) + lat - now
+    same = src == dst  # the sender's and receiver's halves, or all of it on the one node
+    sent = node_run(I, F, src, now + pending, cpu if same else 0.5 * cpu, now)
+    if same:
+        after = sent + lat - now
     else:
-        half = 0.5 * cpu
-        t = node_run(I, F, src, t, half, now) + lat
-        after = node_run(I, F, dst, t, half, now) - now
+        after = node_run(I, F, dst, sent + lat, 0.5 * cpu, now) - now
     if recording(I):
         F[at(I, R_GF, 0, GF_HOST)] += after - pending - lat
     return after
@@ -433,7 +441,7 @@ def _before(HT, HI, a, t, seq):
     return HT[a] < t or (HT[a] == t and HI[a, 0] < seq)
 
 
-@jit
+@jit_inline
 def heap_push(I, HT, HI, t, entry):
     """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
     n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
@@ -551,7 +559,7 @@ def _call(I, F, B, TI, TF, tok, route, now, pc):
     return I[at(I, R_RPC, route, idx)]
 
 
-@jit
+@jit_inline
 def _path_op(I, F, B, TI, TF, tok, o, now):
     """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``o``: the op's index)."""
     code = I[o]
@@ -637,7 +645,7 @@ def _runs_next(I, F, HT, TI, FREE, LAT, t):
             and I[_li(I, L_NLAT)] + MARGIN <= LAT.shape[0])
 
 
-@jit
+@jit_inline
 def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
     """Run token ``tok`` at time ``now`` until it waits, forks, or ends."""
     while True:
@@ -726,17 +734,11 @@ def _record(I, LAT, latency, at_time):
 
 
 @jit
-def _send(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now):
-    """client_request: a new timed request, run at once (the caller is not inside another token's step)."""
-    _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now, now)
-
-
-@jit
-def _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, owner, conn, now, sent):
-    """_send with the time the latency counts from (wrk2: the intended send time)."""
+def _send(I, TI, TF, FREE, owner, conn, sent):
+    """client_request: a new timed request (latency counted from ``sent``; wrk2: the intended send time); the
+    caller returns its token to the loop, which runs it at once (no other event comes between)."""
     I[_li(I, L_STARTED)] += 1
-    tok = _alloc(I, TI, TF, FREE, KIND_TIMED, conn, owner, I[_li(I, L_CLIENT_PC)], -1, sent)
-    step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
+    return _alloc(I, TI, TF, FREE, KIND_TIMED, conn, owner, I[_li(I, L_CLIENT_PC)], -1, sent)
 
 
 @jit
@@ -766,8 +768,9 @@ def _open_window(I, F, HT, HI, now):
 
 
 @jit
-def _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, now):
-    """_fortio_thread: the thread starts (uniform offset), or wakes from its pacing sleep and sends."""
+def _fortio_wake(I, F, HT, HI, TI, TF, FREE, tid, now):
+    """_fortio_thread: the thread starts (uniform offset), or wakes from its pacing sleep and sends (returns the
+    request's token, or -1)."""
     if I[at(I, R_THI, tid, TH_STATE)] == 0:
         I[at(I, R_THI, tid, TH_STATE)] = 1
         F[at(I, R_THF, tid, THF_START)] = now
@@ -777,12 +780,12 @@ def _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, now):
             F[at(I, R_THF, tid, THF_START)] += delay
             if delay > 0:
                 heap_push(I, HT, HI, now + delay, -2 - tid)
-                return
+                return -1
     i, n = I[at(I, R_THI, tid, TH_I)], I[_li(I, L_CALLS)]
     if now > F[at(I, R_THF, tid, THF_END)] and i >= 2 and i != n - 1:
         _thread_ends(I, F, now)
-        return
-    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, tid, tid, now)
+        return -1
+    return _send(I, TI, TF, FREE, tid, tid, now)
 
 
 @jit
@@ -815,19 +818,20 @@ def _fortio_next(I, F, B, HT, HI, tid, now):
 
 
 @jit
-def _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now):
-    """An open load's Poisson arrival: a request on a random connection, and the next arrival."""
+def _arrival(I, F, B, HT, HI, TI, TF, FREE, now):
+    """An open load's Poisson arrival: a request on a random connection (its token, or -1), and the next
+    arrival."""
     if now >= F[_lf(I, LF_DURATION)]:
-        return
+        return -1
     # the next arrival first: the request may run on past the current time (step's no-heap path) only up to it
     heap_push(I, HT, HI, now + draw(I, B, I[_li(I, L_ARRIVALS)]), -1)
     if I[_li(I, L_PROFILE)] != PROFILE_NONE:  # thinning: arrivals at the peak rate, kept with rate(t) / peak
         peak = F[_lf(I, LF_PEAK)]
         if draw(I, B, I[_li(I, L_THINNING)]) * peak > _rate_at(I, F, now):
-            return
+            return -1
     connections = I[_li(I, L_CONNECTIONS)]
     conn = min(int(draw(I, B, I[_li(I, L_CONN_STREAM)]) * connections), connections - 1)
-    _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -1, conn, now)
+    return _send(I, TI, TF, FREE, -1, conn, now)
 
 
 @jit
@@ -847,11 +851,11 @@ def _rate_at(I, F, t):
 
 
 @jit
-def _wrk2_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, conn, now):
+def _wrk2_wake(I, F, HT, HI, TI, TF, FREE, conn, now):
     """_wrk2_connection's loop: wait on the event loop's timer until the intended send time, or send at once when
-    behind (Wrk2Pacer.wait); the connection stops at the end of the run."""
+    behind (Wrk2Pacer.wait; returns the request's token, or -1); the connection stops at the end of the run."""
     if now >= F[_lf(I, LF_DURATION)]:
-        return
+        return -1
     intended = F[at(I, R_THF, conn, THF_START)] + I[at(I, R_THI, conn, TH_I)] * F[_lf(I, LF_INTERVAL)]
     if intended - now >= F[_lf(I, LF_CLOCK)]:  # less than one clock tick ahead is on time
         timer = F[_lf(I, LF_TIMER)]
@@ -860,8 +864,8 @@ def _wrk2_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, conn, now):
         else:  # C round(w + 0.5) ticks; float noise must not move a whole tick (numpy's rounding to 9 digits)
             wait = timer * math.floor(np.round((intended - now) / timer, 9) + 1.0)
         heap_push(I, HT, HI, now + wait, -2 - conn)
-        return
-    _send_at(I, F, B, HT, HI, TI, TF, FREE, LAT, conn, conn, now, intended)
+        return -1
+    return _send(I, TI, TF, FREE, conn, conn, intended)
 
 
 @jit
@@ -912,19 +916,21 @@ def _sample(I, F, HT, HI):
 
 
 @jit
-def _timer(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now):
+def _timer(I, F, HT, HI, TI, TF, FREE, entry, now):
     """A timer fired: the series' next window edge, a fortio thread's or a wrk2 connection's wake-up, or a
-    sequential user's next request (they request, think and repeat until the run ends)."""
+    sequential user's next request (they request, think and repeat until the run ends); returns the token of a
+    request it sends, or -1."""
     if entry == SAMPLE:
         _sample(I, F, HT, HI)
-        return
+        return -1
     kind = I[_li(I, L_KIND)]
     if kind == LOAD_FORTIO:
-        _fortio_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
-    elif kind == LOAD_WRK2:
-        _wrk2_wake(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, now)
-    elif now < F[_lf(I, LF_DURATION)]:
-        _send(I, F, B, HT, HI, TI, TF, FREE, LAT, -2 - entry, -2 - entry, now)
+        return _fortio_wake(I, F, HT, HI, TI, TF, FREE, -2 - entry, now)
+    if kind == LOAD_WRK2:
+        return _wrk2_wake(I, F, HT, HI, TI, TF, FREE, -2 - entry, now)
+    if now < F[_lf(I, LF_DURATION)]:
+        return _send(I, TI, TF, FREE, -2 - entry, -2 - entry, now)
+    return -1
 
 
 @jit
@@ -1004,9 +1010,9 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
         now = HT[0]
         entry = heap_pop(I, HT, HI)
         F[_lf(I, LF_NOW)] = now
-        if entry >= 0:
+        if entry == -1:
+            entry = _arrival(I, F, B, HT, HI, TI, TF, FREE, now)
+        elif entry < -1:
+            entry = _timer(I, F, HT, HI, TI, TF, FREE, entry, now)
+        if entry >= 0:  # step's one call site: inlined here
             step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
-        elif entry == -1:
-            _arrival(I, F, B, HT, HI, TI, TF, FREE, LAT, now)
-        else:
-            _timer(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
