@@ -205,12 +205,12 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, 
         batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
 
 
-COMPILING = "compiling the fast engine (first run only: one to three minutes; cached on disk afterwards)"
+COMPILING = "compiling the fast engine (first run only: two to five minutes; cached on disk afterwards)"
 
 
 def load_compiled_engine(progress: Progress | None = None) -> None:
     """Load the compiled engine into this process now; the first time (nothing in numba's disk cache) it compiles,
-    which takes one to three minutes, and says so first."""
+    which takes two to five minutes, and says so first."""
     if progress and not compiled_code_cached():
         progress(COMPILING)
     from meshsim.sim.fast_engine import load_compiled
