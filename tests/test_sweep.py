@@ -135,7 +135,9 @@ def test_bad_input_is_one_line_naming_the_flag(tmp_path: Path, args: list[str], 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_an_interrupt_keeps_the_finished_points_and_a_rerun_resumes(tmp_path: Path, sig: signal.Signals) -> None:
     cache, out = tmp_path / "cache", tmp_path / "o.csv"
-    args = ["sweep", "--topology", "single", "--mesh", "istio", "--rps", "100:800:8", "--duration", "0.4",
+    # 24 points of ~0.1 s each: the sweep cannot end between its first cached point and the signal (8 short points
+    # on the compiled engine once did)
+    args = ["sweep", "--topology", "single", "--mesh", "istio", "--rps", "100:800:24", "--duration", "1.0",
             "--processes", "1", "--seed", "5", "--out", str(out), "--cache", str(cache), "--no-progress"]
     proc = subprocess.Popen([sys.executable, "-m", "meshsim", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -146,7 +148,7 @@ def test_an_interrupt_keeps_the_finished_points_and_a_rerun_resumes(tmp_path: Pa
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     finished = len(pd.read_csv(out))
-    assert 1 <= finished < 8 and f"interrupted after {finished} of 8 points" in err
+    assert 1 <= finished < 24 and f"interrupted after {finished} of 24 points" in err
     assert len(list(cache.rglob("*.json"))) >= finished and not list(cache.rglob("*.tmp"))
     time.sleep(0.5)
     # the worker it started is gone with it: nothing is left in its session
@@ -156,9 +158,9 @@ def test_an_interrupt_keeps_the_finished_points_and_a_rerun_resumes(tmp_path: Pa
         return
     rerun = _meshsim(*args)
     assert rerun.returncode == 0, rerun.stderr
-    assert "8 of 8 points" in rerun.stdout
+    assert "24 of 24 points" in rerun.stdout
     computed = int(rerun.stdout.split("(")[1].split(" computed")[0])
-    assert computed <= 8 - finished and len(pd.read_csv(out)) == 8
+    assert computed <= 24 - finished and len(pd.read_csv(out)) == 24
 
 
 def test_the_compile_is_announced_and_done_once_before_the_first_point(tmp_path: Path,
