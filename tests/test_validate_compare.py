@@ -219,8 +219,8 @@ def test_an_interrupt_keeps_the_runs_already_compared(sig: str) -> None:
 
     runs = sorted(str(p) for p in RUNS.iterdir() if p.is_dir())[:4]
     proc = subprocess.Popen([sys.executable, "-m", "meshsim", "validate", "--model", str(MODEL), *runs,
-                             # enough work per run that the signal lands inside run 2 on the compiled engine too
-                             "--replications", "40", "--sim-duration", "30"], stdout=subprocess.PIPE,
+                             # enough work per run (~5 s) that the signal lands inside run 2 on the compiled engine too
+                             "--replications", "40", "--sim-duration", "120"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stderr is not None and proc.stdout is not None
     seen = []
