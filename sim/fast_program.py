@@ -9,90 +9,17 @@ SimPy engine would use, refilled batch by batch in the same order (sim/streams.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 
-from meshsim.distributions import Distribution
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.components import ProxyInstance
 from meshsim.sim.stations import Station
-from meshsim.sim.streams import BATCH, Sampler, Streams
+from meshsim.sim.fast_streams import StreamTable
 from meshsim.sim.system import Caller, System
 
 POLICY_CODES = {"round_robin": K.RR, "random": K.RANDOM, "least_request": K.LEAST, "ewma": K.EWMA}
-
-
-@dataclass
-class StreamTable:
-    """Every random stream the program draws from: a refill per stream (a batch of the stream's next values).
-
-    A stream is a (generator, distribution) pair; ``rebind`` points every refill at another replication's generators
-    of the same names, so that one lowered system serves every replication."""
-
-    names: dict[int, str]  # id of a generator -> its stream's name (Streams.names)
-    refills: list[Callable[[], np.ndarray]] = field(default_factory=list)
-    index: dict[int, int] = field(default_factory=dict)
-    kept: list[Sampler] = field(default_factory=list)  # alive while indexed by id()
-    generators: list[np.random.Generator] = field(default_factory=list)  # one per distinct generator (slot)
-    slots: dict[int, int] = field(default_factory=dict)  # id of a generator the system built -> its slot
-    slot_names: list[str] = field(default_factory=list)
-    sources: list[tuple[int, Distribution | None]] = field(default_factory=list)  # per stream: slot, distribution
-    # draws the system made while it was built (a balancer's first replica), replayed on a new generator
-    replays: list[tuple[int, Callable[[np.random.Generator], int]]] = field(default_factory=list)
-
-    def sampler(self, sampler: Sampler | None) -> int:
-        if sampler is None:
-            return -1
-        key = id(sampler)
-        if key not in self.index:
-            self.kept.append(sampler)
-            self.index[key] = self._add(self._slot(sampler._rng), sampler._dist)  # the sampler's own dist and rng
-        return self.index[key]
-
-    def uniforms(self, rng: np.random.Generator) -> int:
-        """Uniform(0, 1) draws from a generator the SimPy engine draws integers from (binding, balancers)."""
-        return self._add(self._slot(rng), None)
-
-    def replay(self, rng: np.random.Generator, draws: Callable[[np.random.Generator], int]) -> int:
-        """Record draws made from ``rng`` while the system was built; returns the replay's index."""
-        self.replays.append((self._slot(rng), draws))
-        return len(self.replays) - 1
-
-    def rebind(self, streams: Streams) -> list[int]:
-        """Every stream from ``streams``' generator of the same name (fresh, in a replication of its own), after
-        the build-time draws are replayed on it; returns the replays' results."""
-        self.generators = [streams.rng(name) for name in self.slot_names]
-        replayed = [draws(self.generators[slot]) for slot, draws in self.replays]
-        self.refills = [_refill(self.generators[slot], dist) for slot, dist in self.sources]
-        return replayed
-
-    def _slot(self, rng: np.random.Generator) -> int:
-        key = id(rng)
-        if key not in self.slots:
-            self.slots[key] = len(self.generators)
-            self.generators.append(rng)
-            self.slot_names.append(self.names[key])
-        return self.slots[key]
-
-    def _add(self, slot: int, dist: Distribution | None) -> int:
-        self.sources.append((slot, dist))
-        self.refills.append(_refill(self.generators[slot], dist))
-        return len(self.refills) - 1
-
-
-def _refill(rng: np.random.Generator, dist: Distribution | None) -> Callable[[], np.ndarray]:
-    """A batch of the stream's next values: the Sampler's (negative draws clamped to 0), or rng.random's."""
-    if dist is None:
-        return lambda: rng.random(BATCH)
-
-    def refill() -> np.ndarray:
-        values = dist.sample(rng, BATCH)
-        return np.where(values > 0.0, values, 0.0)
-    return refill
 
 
 class Lowering:

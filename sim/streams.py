@@ -52,7 +52,7 @@ class Streams:
         self.seed = seed
         self.replication = replication
         # id of every generator made -> its stream's name: the compiled engine makes the same streams again for
-        # another replication without rebuilding the system (sim/fast_program.py's StreamTable.rebind)
+        # another replication without rebuilding the system (sim/fast_streams.py's StreamTable.rebind)
         self.names: dict[int, str] = {}
 
     def rng(self, name: str) -> np.random.Generator:
