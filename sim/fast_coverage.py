@@ -59,7 +59,7 @@ def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: 
                          engine: str | None = None):
     """One replication on the engine :func:`choose_engine` picks (for simulation-based fits and probes)."""
     if choose_engine(engine, scenario, workload).name == "fast":
-        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
+        from meshsim.sim.fast_engine import run_fast_replication  # loaded only when the fast engine runs
 
         return run_fast_replication(scenario, workload, horizon, seed, replication)
     from meshsim.sim.engine import run_replication
@@ -68,16 +68,14 @@ def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: 
 
 
 def compiled_code_cached() -> bool:
-    """Whether numba's disk cache already holds the compiled loop (else the first fast run compiles it, which takes
-    a minute or two and deserves a line of progress). Looks where numba writes: NUMBA_CACHE_DIR, else
-    ``__pycache__`` next to sim/fast_kernels.py, or numba's user-wide cache when the installed code is read-only."""
+    """Whether the compiled loop is ready to load (else the first fast run builds it, which takes minutes and
+    deserves a line of progress): the native module (sim/fast_native.py), or numba's JIT cache where the loop runs
+    on the JIT (the native module cannot be built here, or MESHSIM_NATIVE_LOOP=0)."""
     import os
-    from pathlib import Path
 
-    here = Path(__file__).resolve().parent
-    root = os.environ.get("NUMBA_CACHE_DIR")
-    # numba's _UserWideCacheLocator: the source folder's path under the user's cache folder
-    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    user_wide = cache_home / "numba" / here.relative_to(here.anchor)
-    places = [Path(root)] if root else [here / "__pycache__", user_wide]
-    return any(any(place.rglob("fast_kernels*.nbi")) for place in places if place.is_dir())
+    from meshsim.sim import fast_native
+
+    directory = fast_native.cache_dir()
+    if os.environ.get(fast_native.FALLBACK_ENV) != "0" and not fast_native.failure_marker().exists():
+        return fast_native.native_ready()
+    return directory.is_dir() and any(directory.rglob("fast_kernels*.nbi"))

@@ -1,5 +1,6 @@
 """One replication on the compiled engine: the same Scenario and Workload as sim/engine.py, the same named random
-streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py).
+streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py), loaded from a native module built once
+(sim/fast_native.py).
 
 The SimPy engine stays the reference: the setup (sim/fast_setup.py) builds the SimPy ``System`` (the wiring, the
 samplers) and lowers it (sim/fast_program.py), once for every replication of a prediction; this module runs the
@@ -9,6 +10,8 @@ time breakdown come from the very functions the SimPy engine uses.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from meshsim.scenario import Scenario
@@ -17,6 +20,7 @@ from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine import Horizon, ReplicationResult, _usage, expected_wire_bytes, time_breakdown
 from meshsim.sim.fast_layout import Layout
+from meshsim.sim.fast_native import compiled_loop
 from meshsim.sim.fast_program import Lowering
 from meshsim.sim.fast_setup import FastSetup
 from meshsim.sim.system import System
@@ -102,8 +106,9 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationRe
     TI, TF, FREE = _tokens(1024, _depth(setup.scenario))
     flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
     flags[K.G_FREE_N] = TI.shape[0]
+    loop = compiled_loop()
     while True:
-        code = V.run(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
+        code = loop(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
         if code == V.DONE:
             break
         if code == V.REFILL:
@@ -193,8 +198,9 @@ def _series(system: System, lowering: Lowering, horizon: Horizon, layout: Layout
     return replication_series(sampler, origin, measured[:, 1], measured[:, 0])
 
 
-def load_compiled() -> None:
-    """Load (or compile, the first time) the compiled loop now: a tiny replication of a one-service scenario."""
+def load_compiled(say: Callable[[str], None] | None = None) -> None:
+    """Load (or build, the first time) the compiled loop now, then run a tiny replication of a one-service scenario
+    (the rest of the engine's first-call costs). ``say`` hears the one line of a fallback to numba's JIT."""
     from meshsim.distributions import Deterministic
     from meshsim.mesh import MeshModel
     from meshsim.topology import Client, Compute, Network, Service, Topology
@@ -204,4 +210,5 @@ def load_compiled() -> None:
     topology = Topology("warm", "q", {"q": service}, Network(loopback=zero, same_node=zero, cross_node=zero,
                                                                 bandwidth_bps=1e30), Client(request_bytes=0))
     scenario = Scenario(topology, MeshModel(name="none", proxy=None, features={}, load_balancer=None))
+    compiled_loop(say=say)
     run_fast_replication(scenario, Workload(OpenLoad(100.0)), Horizon(0.02, 0.0, 0.01), 0, 0)

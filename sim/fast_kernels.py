@@ -1,6 +1,8 @@
-"""The compiled engine (numba, cached on disk): its primitives and its event loop, in one module because numba's
-disk cache keys a function on its own file only -- a callee in another file could change without its callers
-being compiled again.
+"""The compiled engine (numba; built once into a native module, sim/fast_native.py): its primitives and its event
+loop, in one module because numba's disk cache keys a function on its own file only -- a callee in another file
+could change without its callers being compiled again (the native module's name hashes this file for the same
+reason). Importing this module compiles nothing and imports no numba: its functions are registered (``jit``) and
+become numba dispatchers only when the native module is built or the JIT runs the loop.
 
 Primitives: random draws from pre-filled stream buffers, a node's cores, a CPU quota, a station visit, a proxy
 pass, a network hop, the balancers and the event heap -- each the line-by-line counterpart of the SimPy engine's
@@ -28,20 +30,48 @@ from __future__ import annotations
 
 import math
 
+from typing import Callable
+
 import numpy as np
-from numba import njit
 
 PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
 CORE_SLOTS = PRUNE_AT + 2
 QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
 CFS_PERIOD = 0.1
 LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
-# compiled once, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file); numpy's error
-# model: a division by zero gives inf instead of a checked exception on every division
-jit = njit(cache=True, error_model="numpy")
-# inlined at every call site (numba IR): a call passes every array as its fields (7 to 9 words each), which costs
-# more than a small body; each inlined copy lengthens the first compile, so only the hot path uses it
-jit_inline = njit(cache=True, error_model="numpy", inline="always")
+
+# Every function below is registered here, not compiled at import: the loop normally runs from a native module
+# built once ahead of time (sim/fast_native.py), which a process loads without importing numba (~1 s saved). The
+# functions become numba dispatchers only when that module is built, or as the fallback JIT (compile_with_numba).
+_COMPILED: dict[str, dict[str, object]] = {}  # function name -> its numba options beyond the common ones
+
+
+def jit(function: Callable) -> Callable:
+    """Compiled, cached on disk (numba's NUMBA_CACHE_DIR, by default __pycache__ next to this file)."""
+    _COMPILED[function.__name__] = {}
+    return function
+
+
+def jit_inline(function: Callable) -> Callable:
+    """Inlined at every call site (numba IR): a call passes every array as its fields (7 to 9 words each), which
+    costs more than a small body; each inlined copy lengthens the first compile, so only the hot path uses it."""
+    _COMPILED[function.__name__] = {"inline": "always"}
+    return function
+
+
+def compile_with_numba() -> Callable:
+    """Make every registered function a numba dispatcher, in place (their calls to each other resolve through this
+    module's globals when numba compiles them), and return ``run``'s. numpy's error model: a division by zero gives
+    inf instead of a checked exception on every division."""
+    from numba import njit
+    from numba.core.registry import CPUDispatcher
+
+    names = globals()
+    for name, options in _COMPILED.items():
+        if not isinstance(names[name], CPUDispatcher):
+            names[name] = njit(cache=True, error_model="numpy", **options)(names[name])
+    return names["run"]
+
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
 (R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,

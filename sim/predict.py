@@ -205,17 +205,17 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, 
         batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
 
 
-COMPILING = "compiling the fast engine (first run only: two to five minutes; cached on disk afterwards)"
+COMPILING = "building the fast engine (first run only: two to five minutes; kept on disk afterwards)"
 
 
 def load_compiled_engine(progress: Progress | None = None) -> None:
-    """Load the compiled engine into this process now; the first time (nothing in numba's disk cache) it compiles,
-    which takes two to five minutes, and says so first."""
+    """Load the compiled engine into this process now; the first time (no native module, nothing in numba's disk
+    cache) it is built, which takes two to five minutes, and says so first."""
     if progress and not compiled_code_cached():
         progress(COMPILING)
     from meshsim.sim.fast_engine import load_compiled
 
-    load_compiled()
+    load_compiled(progress)
 
 
 def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:

@@ -18,7 +18,7 @@ def run_one_replication(args: tuple[Scenario, Workload, Horizon, int, int, str])
     """One replication on the named engine ('fast' or 'simpy'): the unit of work of predictions and probes."""
     *job, engine = args
     if engine == "fast":
-        from meshsim.sim.fast_engine import run_fast_replication  # numba loads only when the fast engine runs
+        from meshsim.sim.fast_engine import run_fast_replication  # loaded only when the fast engine runs
 
         return run_fast_replication(*job)
     return run_replication(*job)

@@ -182,15 +182,15 @@ def _dask_rows(options: list[PredictOptions], indices: list[int], client: Any,
 
 
 def _load_compiled_on_workers(client: Any, progress: Progress | None) -> None:
-    """One task per Dask worker loads the compiled engine before the first point: a worker whose numba cache lacks
-    it compiles it then, said here, instead of during its first point (a task, not ``client.run``: a compile in
+    """One task per Dask worker loads the compiled engine before the first point: a worker without it in its cache
+    builds it then, said here, instead of during its first point (a task, not ``client.run``: a compile in
     the worker's event loop would stall its heartbeats)."""
     from meshsim.sim.fast_engine import load_compiled
 
     workers = list(client.scheduler_info()["workers"])
     if progress:
-        progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its numba "
-                 "cache compiles it first: two to five minutes)")
+        progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its cache "
+                 "builds it first: two to five minutes)")
     futures = [client.submit(load_compiled, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
                              allow_other_workers=False, pure=False) for address in workers]
     try:

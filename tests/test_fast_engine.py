@@ -253,11 +253,21 @@ def test_cli_engine_flag_selects_and_reports_the_engine(capsys, coverage_gap: No
 
 
 def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
-    """Before the first compile a run says it is compiling (it takes minutes): the check looks where numba writes."""
+    """Before the first build a run says it is building (it takes minutes): the check looks for the native module
+    where numba caches, and for numba's own cache where the loop falls back to the JIT."""
+    from meshsim.sim import fast_native
     from meshsim.sim.fast_coverage import compiled_code_cached
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
     assert not compiled_code_cached()
     (tmp_path / "sim").mkdir()
     (tmp_path / "sim" / "fast_kernels._loop-1.py311.nbi").write_bytes(b"")
+    assert not compiled_code_cached(), "numba's cache alone does not make the native module"
+    fast_native.module_path().write_bytes(b"")
     assert compiled_code_cached()
+    fast_native.module_path().unlink()
+    fast_native.failure_marker().write_text("no compiler\n")  # the native module cannot be built here: the JIT's
+    assert compiled_code_cached()
+    (tmp_path / "sim" / "fast_kernels._loop-1.py311.nbi").unlink()
+    assert not compiled_code_cached()

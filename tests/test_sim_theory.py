@@ -122,3 +122,22 @@ def test_littles_law_on_a_chain():
     est_l = t_interval(sampled, 0.99)
     est_w = t_interval(predicted, 0.99)
     assert abs(est_l.value - est_w.value) <= est_l.half_width + est_w.half_width + 0.02 * est_w.value
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 10, 41, 159, 1000])
+def test_the_t_quantile_behind_every_interval_is_students(df: int) -> None:
+    """sim/stats.t_quantile (no scipy at run time) against closed forms (Cauchy for df=1, Student's df=2 formula)
+    and scipy's stdtrit, at the levels intervals use and in both tails."""
+    from scipy.special import stdtrit
+
+    from meshsim.sim.stats import t_quantile
+
+    for p in (0.6, 0.9, 0.95, 0.975, 0.995, 0.9995, 0.025):
+        value = t_quantile(p, df)
+        if df == 1:
+            assert value == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-11)
+        if df == 2:
+            assert value == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-11)
+        assert value == pytest.approx(float(stdtrit(df, p)), rel=1e-9)
+    with pytest.raises(ValueError):
+        t_quantile(1.0, df)

@@ -167,8 +167,8 @@ def test_the_compile_is_announced_and_done_once_before_the_first_point(tmp_path:
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh install's first sweep spent 100 s on its first point, silently: every forked worker compiled the
     compiled engine on its own. The sweep loads it in the parent, before the first point and before forking, and
-    says so when nothing is in numba's disk cache (an empty NUMBA_CACHE_DIR here; the code is already loaded in this
-    process, so nothing actually compiles)."""
+    says so when the compiled loop is not on disk (an empty NUMBA_CACHE_DIR here, where the native module lives too;
+    the loop is already loaded in this process, so nothing is actually built)."""
     from meshsim.sim.fast_engine import load_compiled
     from meshsim.sim.predict import COMPILING
 

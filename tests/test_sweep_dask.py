@@ -64,9 +64,9 @@ def test_a_sweep_on_dask_gives_the_local_numbers(scheduler: str, tmp_path: Path)
     said: list[str] = []
     remote = sweep(grid, tmp_path / "dask.csv", cache_dir=tmp_path / "dask-cache", scheduler=scheduler,
                    progress=said.append)
-    # each worker loads (or compiles) the compiled engine before the first point, and the sweep says so
-    assert said == ["loading the compiled engine on 2 Dask worker(s) (a worker without it in its numba cache "
-                    "compiles it first: two to five minutes)"]
+    # each worker loads (or builds) the compiled engine before the first point, and the sweep says so
+    assert said == ["loading the compiled engine on 2 Dask worker(s) (a worker without it in its cache "
+                    "builds it first: two to five minutes)"]
     local = sweep(grid, tmp_path / "local.csv", cache_dir=tmp_path / "local-cache", processes=2)
     assert (remote.computed, local.computed) == (6, 6) and not remote.interrupted
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "dask.csv"), pd.read_csv(tmp_path / "local.csv"),

