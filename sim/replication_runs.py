@@ -10,6 +10,7 @@ for is dropped, so the results and the stopping rule are those of running one ba
 from __future__ import annotations
 
 import multiprocessing
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
@@ -48,8 +49,13 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         worker.terminate()
+    deadline = time.monotonic() + 5.0
     for worker in workers:
-        worker.join(timeout=5)
+        worker.join(timeout=max(deadline - time.monotonic(), 0.0))
+        # the pool's manager thread joins its workers too: when it reaps one first, our join returns before that
+        # thread records the exit code, and the worker would look alive for a moment to the caller
+        while worker.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.001)
 
 
 class ReplicationRunner:
