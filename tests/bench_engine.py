@@ -5,14 +5,16 @@
 Measured side by side in one run, on the same machine:
 
 - simulated requests and station visits per second of engine time (CPU seconds of this process) for the fast
-  (numba) engine, the SimPy engine, and a naive hand-written SimPy model of the same chain (chain3 on Istio:
+  (numba, native module) engine, the SimPy engine, and a naive hand-written SimPy model of the same chain (chain3 on Istio:
   every station a ``simpy.Resource``, every visit a request/timeout/release, Poisson arrivals; 50,000 requests);
 - the fast engine's default prediction of chain3 at 3500 rps: replications, engine seconds, the p99's 95 % CI
   half-width (target <= 5 % in <= 0.5 s of engine time);
-- ``meshsim predict --topology chain3 --rps 3500`` as a fresh process (wall seconds; the compiled code comes from
-  numba's disk cache, so a fresh process does not compile again);
+- ``meshsim predict --topology chain3 --rps 3500`` as a fresh process (wall seconds of the whole process), with
+  the loop from the native module (sim/fast_native.py; no numba import) and from numba's JIT cache
+  (MESHSIM_NATIVE_LOOP=0), alternately; neither compiles again;
 - peak resident memory of a fresh process predicting chain10 at 10,000 rps;
-- with ``--compile``: the first-run compile cost, in a fresh process with an empty numba cache directory.
+- with ``--compile``: the first-run build cost, in a fresh process with an empty cache directory (NUMBA_CACHE_DIR,
+  where the native module is built too).
 
 Station visits count the engine's own bookings: app computes, proxy passes and node-CPU bursts as in sim/cost.py
 (``path_cost``), the same number for all three (the naive model books exactly those visits).
@@ -98,9 +100,12 @@ def engine_rate(run, rps: float, requests: int) -> tuple[float, int]:
 
 
 def _fresh(code: str, env: dict | None = None) -> dict:
+    """A fresh interpreter running ``code``: its report, with ``process_s`` the whole process's wall time (start-up
+    and exit included), measured from here."""
+    started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, **(env or {})})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - started}
 
 
 FRESH_PREDICT = r"""
@@ -113,7 +118,8 @@ with contextlib.redirect_stdout(buf):
     main(sys.argv[1:] if len(sys.argv) > 1 else ["predict", "--topology", "{topology}", "--rps", "{rps}", "--json"])
 print(json.dumps({{"wall_s": time.perf_counter() - t,
                    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                   "engine": json.loads(buf.getvalue())["inputs"]["engine"]}}))
+                   "engine": json.loads(buf.getvalue())["inputs"]["engine"],
+                   "numba_imported": "numba" in sys.modules}}))
 """
 
 
@@ -155,17 +161,23 @@ def main() -> None:
     print(f"fast prediction: {prediction.replications} replications, {prediction.requests} requests, "
           f"{_cpu_with_children() - started:.3f} s engine CPU ({time.perf_counter() - wall:.3f} s wall), "
           f"p99 {p99.value * 1e3:.3f} ms +- {100 * p99.half_width / p99.value:.1f} %")
-    fresh = _fresh(FRESH_PREDICT.format(topology="chain3", rps=args.rps))
-    print(f"fresh `meshsim predict --topology chain3 --rps {args.rps:g}`: {fresh['wall_s']:.2f} s wall "
-          f"({fresh['engine']})")
+    command = FRESH_PREDICT.format(topology="chain3", rps=args.rps)
+    native, jit = [], []
+    for _ in range(args.rounds):  # the native module and numba's JIT cache, alternately
+        native.append(_fresh(command))
+        jit.append(_fresh(command, {"MESHSIM_NATIVE_LOOP": "0"}))
+    for label, runs in (("the native module", native), ("numba's JIT cache", jit)):
+        print(f"fresh `meshsim predict --topology chain3 --rps {args.rps:g}`, loop from the {label}: "
+              f"{float(np.median([r['process_s'] for r in runs])):.2f} s for the whole process "
+              f"({runs[0]['engine']}, numba imported: {runs[0]['numba_imported']}; medians of {args.rounds})")
     big = _fresh(FRESH_PREDICT.format(topology="chain10", rps=10000))
     print(f"fresh chain10 at 10,000 rps: peak resident memory {big['peak_mb']:.0f} MB, {big['wall_s']:.2f} s wall")
     if args.compile:
-        with tempfile.TemporaryDirectory() as cache:
-            first = _fresh(FRESH_PREDICT.format(topology="chain3", rps=args.rps), {"NUMBA_CACHE_DIR": cache})
-            again = _fresh(FRESH_PREDICT.format(topology="chain3", rps=args.rps), {"NUMBA_CACHE_DIR": cache})
-        print(f"first run with an empty numba cache: {first['wall_s']:.1f} s; the next fresh process: "
-              f"{again['wall_s']:.2f} s")
+        with tempfile.TemporaryDirectory() as cache:  # numba's cache and the native module live there
+            first = _fresh(command, {"NUMBA_CACHE_DIR": cache})
+            again = _fresh(command, {"NUMBA_CACHE_DIR": cache})
+        print(f"first run with an empty cache (numba compiles, the native module is built): "
+              f"{first['process_s']:.1f} s; the next fresh process: {again['process_s']:.2f} s")
 
 
 if __name__ == "__main__":
