@@ -23,11 +23,9 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import platform
 import sys
 import sysconfig
 from contextlib import contextmanager
-from importlib.metadata import version
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -40,6 +38,7 @@ FALLBACK_ENV = "MESHSIM_NATIVE_LOOP"  # "0": skip the native module, run on numb
 
 Loop = Callable[..., int]
 _LOADED: dict[str, Loop] = {}
+_NAMES: dict[Path, str] = {}
 
 
 class NativeBuildError(MeshsimError):
@@ -61,12 +60,14 @@ def cache_dir() -> Path:
 
 def module_name() -> str:
     """``meshsim_loop_<key>``: the key hashes the kernels' source, the versions of numba, llvmlite, numpy and Python,
-    and this CPU (the code is built for the host CPU's instruction set)."""
-    digest = hashlib.sha256(KERNELS.read_bytes())
-    for part in (version("numba"), version("llvmlite"), version("numpy"), sys.version, platform.machine(),
-                 _cpu_flags(), LOOP_SIGNATURE):
-        digest.update(part.encode())
-    return f"meshsim_loop_{digest.hexdigest()[:16]}"
+    and this CPU (the code is built for the host CPU's instruction set). Once per process and kernels' file."""
+    if KERNELS not in _NAMES:
+        digest = hashlib.sha256(KERNELS.read_bytes())
+        for part in (_installed("numba"), _installed("llvmlite"), _installed("numpy"), sys.version, os.uname().machine,
+                     _cpu_flags(), LOOP_SIGNATURE):
+            digest.update(part.encode())
+        _NAMES[KERNELS] = f"meshsim_loop_{digest.hexdigest()[:16]}"
+    return _NAMES[KERNELS]
 
 
 def module_path(directory: Path | None = None) -> Path:
@@ -186,7 +187,23 @@ def _cpu_flags() -> str:
                 return line
     except OSError:
         pass
+    import platform
+
     return platform.processor()
+
+
+def _installed(package: str) -> str:
+    """The installed version of ``package``, without importing it: the name of its dist-info folder (importlib.metadata
+    costs a fresh process ~30 ms of import), else importlib.metadata's answer."""
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.origin:
+        root = Path(spec.origin).parent.parent
+        found = sorted(root.glob(f"{package}-*.dist-info"))
+        if len(found) == 1:
+            return found[0].name[len(package) + 1:-len(".dist-info")]
+    from importlib.metadata import version
+
+    return version(package)
 
 
 def _stderr(line: str) -> None:
