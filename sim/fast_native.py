@@ -102,15 +102,15 @@ def build_native(directory: Path | None = None) -> Path:
     """Build the native module into ``directory`` (numba's cache folder by default); one process builds it while
     others wait for it. Raises NativeBuildError when it cannot be built."""
     path = module_path(directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(path):
-        if path.exists():
-            return path
-        try:
-            _compile(path)
-        except Exception as exc:  # the toolchain's errors are of many kinds; every one means "no native module"
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise NativeBuildError(f"could not build the native loop ({type(exc).__name__}: {reason})") from exc
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _build_lock(path):
+            if not path.exists():
+                _compile(path)
+    except Exception as exc:  # the toolchain's errors are of many kinds; every one means "no native module"
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise NativeBuildError(f"could not build the native loop in {path.parent} ({type(exc).__name__}: "
+                               f"{reason})") from exc
     return path
 
 
@@ -135,9 +135,16 @@ def _native_or_jit(directory: Path | None, say: Callable[[str], None]) -> Loop:
         except NativeBuildError as exc:
             say(f"engine: {exc}; the loop runs on numba's JIT instead (with gcc, g++ and Python's headers it "
                 f"loads faster)")
-            marker.write_text(str(exc) + "\n")
+            try:
+                marker.write_text(str(exc) + "\n")
+            except OSError:
+                pass  # an unwritable folder: the next process tries (and says) again
             return jit_loop()
-    return load_native(path)
+    try:
+        return load_native(path)
+    except ImportError as exc:  # a module this interpreter cannot load (copied from elsewhere, say): the JIT runs
+        say(f"engine: cannot load the native loop {path} ({exc}); the loop runs on numba's JIT instead")
+        return jit_loop()
 
 
 def _compile(path: Path) -> None:

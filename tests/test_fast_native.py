@@ -99,3 +99,22 @@ def test_the_native_module_is_where_numba_caches(tmp_path, monkeypatch) -> None:
     expected = fast_native.KERNELS.parent / "__pycache__"
     if os.access(fast_native.KERNELS.parent, os.W_OK):
         assert fast_native.cache_dir() == expected
+
+
+def test_an_unloadable_module_falls_back_to_the_jit_with_one_line(tmp_path, monkeypatch) -> None:
+    """A file of the module's name that is not a loadable extension (a truncated copy, say): the JIT, one line."""
+    monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
+    fast_native.module_path(tmp_path).write_bytes(b"not an ELF file")
+    heard: list[str] = []
+    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    assert hasattr(loop, "py_func") and len(heard) == 1 and "cannot load the native loop" in heard[0], heard
+
+
+def test_an_unwritable_cache_folder_falls_back_to_the_jit(tmp_path, monkeypatch) -> None:
+    """The cache folder is a file, so nothing can be built or marked there: the JIT, one line, no traceback."""
+    monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    heard: list[str] = []
+    loop = fast_native.compiled_loop(blocked / "cache", say=heard.append)
+    assert hasattr(loop, "py_func") and len(heard) == 1 and "could not build the native loop" in heard[0], heard
