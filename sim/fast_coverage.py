@@ -75,7 +75,7 @@ def compiled_code_cached() -> bool:
 
     from meshsim.sim import fast_native
 
-    directory = fast_native.cache_dir()
     if os.environ.get(fast_native.FALLBACK_ENV) != "0" and not fast_native.failure_marker().exists():
         return fast_native.native_ready()
+    directory = fast_native.cache_dir()
     return directory.is_dir() and any(directory.rglob("fast_kernels*.nbi"))

@@ -1,6 +1,6 @@
 """One replication on the compiled engine: the same Scenario and Workload as sim/engine.py, the same named random
-streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py), loaded from a native module built once
-(sim/fast_native.py).
+streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py), loaded from
+a native module built once (sim/fast_native.py).
 
 The SimPy engine stays the reference: the setup (sim/fast_setup.py) builds the SimPy ``System`` (the wiring, the
 samplers) and lowers it (sim/fast_program.py), once for every replication of a prediction; this module runs the

@@ -51,7 +51,8 @@ def test_a_fresh_process_runs_the_engine_without_importing_numba_or_scipy() -> N
     """numba's import and JIT cache cost ~1 s and scipy.special ~0.25 s of every fresh `meshsim predict`."""
     script = ("import sys\n"
               "from meshsim.sim.predict import predict\n"
-              "p = predict('chain3', 'istio', rps=1000, duration_s=0.5, replications=3, processes=1, saturation=False)\n"
+              "p = predict('chain3', 'istio', rps=1000, duration_s=0.5, replications=3, processes=1,\n"
+              "            saturation=False)\n"
               "assert p.inputs['engine'].startswith('fast'), p.inputs['engine']\n"
               "print(sorted(m for m in ('numba', 'llvmlite', 'scipy') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

@@ -124,10 +124,11 @@ def test_littles_law_on_a_chain():
     assert abs(est_l.value - est_w.value) <= est_l.half_width + est_w.half_width + 0.02 * est_w.value
 
 
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 10, 41, 159, 1000])
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 10, 41, 159, 1000, 1001, 5000, 10**6])
 def test_the_t_quantile_behind_every_interval_is_students(df: int) -> None:
     """sim/stats.t_quantile (no scipy at run time) against closed forms (Cauchy for df=1, Student's df=2 formula)
-    and scipy's stdtrit, at the levels intervals use and in both tails."""
+    and scipy's stdtrit, at the levels intervals use and in both tails, on both sides of its switch from the exact
+    series to Fisher's expansion (LARGE_DF)."""
     from scipy.special import stdtrit
 
     from meshsim.sim.stats import t_quantile
