@@ -76,7 +76,8 @@ def serve(host: str = "127.0.0.1", port: int = 8050, measurements_dir: Path | No
     app = create_app([measurements_dir] if measurements_dir else [])
     from meshsim.sim.predict import load_compiled_engine
 
-    # loaded before the first page asks for a point (about a second; a first compile takes minutes and says so)
+    # loaded before the first page asks for a point (under 0.1 s from the native module; a first build takes
+    # minutes and says so)
     load_compiled_engine(echo)
     echo(f"meshsim dash: http://{host}:{port}/ (Ctrl-C stops)")
     app.run(host=host, port=port, debug=False, threaded=True, dev_tools_disable_version_check=True)
