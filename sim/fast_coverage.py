@@ -69,13 +69,7 @@ def run_on_chosen_engine(scenario: Scenario, workload: Workload, horizon, seed: 
 
 def compiled_code_cached() -> bool:
     """Whether the compiled loop is ready to load (else the first fast run builds it, which takes minutes and
-    deserves a line of progress): the native module (sim/fast_native.py), or numba's JIT cache where the loop runs
-    on the JIT (the native module cannot be built here, or MESHSIM_NATIVE_LOOP=0)."""
-    import os
+    deserves a line of progress). sim/fast_native.py knows where it lives; it imports no numba."""
+    from meshsim.sim.fast_native import loop_on_disk
 
-    from meshsim.sim import fast_native
-
-    if os.environ.get(fast_native.FALLBACK_ENV) != "0" and not fast_native.failure_marker().exists():
-        return fast_native.native_ready()
-    directory = fast_native.cache_dir()
-    return directory.is_dir() and any(directory.rglob("fast_kernels*.nbi"))
+    return loop_on_disk()

@@ -85,10 +85,11 @@ _FROZEN: list[bool] = []
 
 
 def _freeze_long_lived() -> None:
-    """Once per process, after the compiled loop is loaded: every object so far (numba's registries and loaded
-    code, the modules) lives as long as the process, so the cyclic garbage collector stops walking them
-    (gc.freeze): neither its full collections here and in forked workers nor the one at interpreter exit, which
-    took ~0.45 s of a fresh `meshsim predict`. Only once: a long-running process would freeze its later garbage."""
+    """Once per process, after the compiled loop is loaded: every object so far (the modules, and numba's registries
+    and loaded code when the loop runs on the JIT) lives as long as the process, so the cyclic garbage collector
+    stops walking them (gc.freeze): neither its full collections here and in forked workers nor the one at
+    interpreter exit, which took ~0.45 s of a fresh `meshsim predict` while numba was loaded. Only once: a
+    long-running process would freeze its later garbage."""
     import gc
 
     gc.freeze()

@@ -29,7 +29,6 @@ generators) stay calls: inlining them too gained little and made the first compi
 from __future__ import annotations
 
 import math
-
 from typing import Callable
 
 import numpy as np

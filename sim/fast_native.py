@@ -82,6 +82,15 @@ def native_ready(directory: Path | None = None) -> bool:
     return module_path(directory).exists()
 
 
+def loop_on_disk() -> bool:
+    """Whether a process can load the loop without building it: the native module, or numba's JIT cache where the
+    loop runs on the JIT (the native module cannot be built here, or MESHSIM_NATIVE_LOOP=0)."""
+    if os.environ.get(FALLBACK_ENV) != "0" and not failure_marker().exists():
+        return native_ready()
+    directory = cache_dir()
+    return directory.is_dir() and any(directory.rglob("fast_kernels*.nbi"))
+
+
 def compiled_loop(directory: Path | None = None, say: Callable[[str], None] | None = None) -> Loop:
     """The loop: the native module (built now if missing), else numba's JIT when the native module cannot be built
     here or MESHSIM_NATIVE_LOOP=0. Loaded once per process and directory."""

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from meshsim.distributions import Distribution
-from meshsim.sim.streams import BATCH, Sampler, Streams
+from meshsim.sim.streams import BATCH, Sampler, Streams, clamped_batch
 
 
 @dataclass
@@ -75,8 +75,4 @@ def _refill(rng: np.random.Generator, dist: Distribution | None) -> Callable[[],
     """A batch of the stream's next values: the Sampler's (negative draws clamped to 0), or rng.random's."""
     if dist is None:
         return lambda: rng.random(BATCH)
-
-    def refill() -> np.ndarray:
-        values = dist.sample(rng, BATCH)
-        return np.where(values > 0.0, values, 0.0)
-    return refill
+    return lambda: clamped_batch(dist, rng)

@@ -22,6 +22,13 @@ def stream_rng(seed: int, replication: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy=seed, spawn_key=(replication, key))))
 
 
+def clamped_batch(dist: Distribution, rng: np.random.Generator) -> np.ndarray:
+    """A stream's next BATCH values, negative draws clamped to 0: both engines draw through this, so that they see
+    the same values."""
+    values = dist.sample(rng, BATCH)
+    return np.where(values > 0.0, values, 0.0)
+
+
 class Sampler:
     """Draws from a distribution in numpy batches and hands out one float at a time (fast in a SimPy loop).
 
@@ -38,8 +45,7 @@ class Sampler:
         self.draw: Callable[[], float] = chain.from_iterable(iter(self._batch, None)).__next__
 
     def _batch(self) -> list[float]:
-        values = self._dist.sample(self._rng, BATCH)
-        return np.where(values > 0.0, values, 0.0).tolist()
+        return clamped_batch(self._dist, self._rng).tolist()
 
     def __call__(self) -> float:
         return self.draw()

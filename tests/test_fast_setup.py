@@ -126,8 +126,8 @@ def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> N
 
 
 def test_the_process_s_objects_are_frozen_once_after_a_first_replication() -> None:
-    """gc.freeze after the compiled loop is loaded (the exit's full collection walked numba's objects for ~0.45 s);
-    only once, so that a long-running process does not freeze its later garbage."""
+    """gc.freeze after the compiled loop is loaded (the exit's full collection walked numba's objects for ~0.45 s
+    while the loop ran on the JIT); only once, so that a long-running process does not freeze its later garbage."""
     scenario, workload, horizon = _request(PREDICTIONS[1])
     run_fast_replication(scenario, workload, horizon, SEED, 0)
     frozen = gc.get_freeze_count()
