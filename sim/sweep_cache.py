@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim import __version__
+from meshsim.interrupts import interrupts_deferred
 from meshsim.request import PredictOptions
 from meshsim.sim.predict import ENGINE
 
@@ -72,5 +73,12 @@ class PointCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(row), encoding="utf-8")  # in column order
-        os.replace(tmp, path)
+        # a point is stored whole or not at all: an interrupt between the write and the rename would leave the
+        # temporary file behind, so it waits until the point is in place (and a failed write removes its file)
+        with interrupts_deferred():
+            try:
+                tmp.write_text(json.dumps(row), encoding="utf-8")  # in column order
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
