@@ -151,15 +151,13 @@ def node_run(I, F, node, start, work, now):
 
 @jit
 def _first_after(F, base, n, t):
-    """bisect_right over the n sorted values at F[base:]."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if F[base + mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    """bisect_right over the n sorted values at F[base:], scanned from the end: its callers ask for the first
+    interval ending after a time at or past the clock, and of a core's booked intervals only a few (about 4 of 19 on
+    chain3 at 3500 rps) end after it, so the scan takes fewer, predictable steps than a bisection."""
+    index = n
+    while index > 0 and F[base + index - 1] > t:
+        index -= 1
+    return index
 
 
 @jit
