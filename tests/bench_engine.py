@@ -167,7 +167,7 @@ def main() -> None:
         native.append(_fresh(command))
         jit.append(_fresh(command, {"MESHSIM_NATIVE_LOOP": "0"}))
     for label, runs in (("the native module", native), ("numba's JIT cache", jit)):
-        print(f"fresh `meshsim predict --topology chain3 --rps {args.rps:g}`, loop from the {label}: "
+        print(f"fresh `meshsim predict --topology chain3 --rps {args.rps:g}`, loop from {label}: "
               f"{float(np.median([r['process_s'] for r in runs])):.2f} s for the whole process "
               f"({runs[0]['engine']}, numba imported: {runs[0]['numba_imported']}; medians of {args.rounds})")
     big = _fresh(FRESH_PREDICT.format(topology="chain10", rps=10000))
