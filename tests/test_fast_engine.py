@@ -8,11 +8,14 @@ numbers). Exact timelines: on deterministic inputs both engines give the same la
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.distributions import Deterministic
@@ -271,3 +274,17 @@ def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
     assert compiled_code_cached()
     (tmp_path / "sim" / "fast_kernels._loop-1.py311.nbi").unlink()
     assert not compiled_code_cached()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]), max_size=12),
+       st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.25, 2.0, 3.0, 4.0]), st.integers(0, 3))
+def test_the_kernels_interval_search_is_bisect_right(ends: list[float], t: float, base: int) -> None:
+    """_first_after scans a core's sorted interval ends from the back (few end after the clock): it must return
+    bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F. The kernel
+    functions are plain Python until numba compiles them, so this checks the very code the loop is built from."""
+    from meshsim.sim import fast_kernels as K
+
+    values = sorted(ends)
+    F = np.array([9.0] * base + values + [-9.0])  # values before and after the run must not be read
+    assert K._first_after(F, base, len(values), t) == bisect.bisect_right(values, t)
