@@ -17,6 +17,9 @@ class Layout:
         offsets: dict[int, int] = {}
         for region, table in tables.items():
             rows, width = (table.shape[0], 1) if table.ndim == 1 else (table.shape[0], int(np.prod(table.shape[1:])))
+            if K.WIDTHS[region] >= 0 and width != K.WIDTHS[region]:  # the loop would index it with its fixed width
+                raise RuntimeError(f"region {region}'s rows are {width} wide, the compiled loop's WIDTHS says "
+                                   f"{K.WIDTHS[region]}")
             kind = "int" if region in K.INT_REGIONS else "float"
             offsets[region] = sizes[kind]
             shapes[region] = (rows, width)
