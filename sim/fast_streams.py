@@ -1,6 +1,6 @@
 """The compiled engine's random streams: every (generator, distribution) the lowered program draws from, refilled
-batch by batch in the SimPy engine's order (sim/streams.py), and rebound to another replication's generators of the
-same names so that one lowered system serves every replication (sim/fast_setup.py)."""
+batch by batch in the SimPy engine's order (sim/streams.py), and restarted where another replication's generators of
+the same names start, so that one lowered system serves every replication (sim/fast_setup.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Callable
 import numpy as np
 
 from meshsim.distributions import Distribution
-from meshsim.sim.streams import BATCH, Sampler, Streams, clamped_batch
+from meshsim.sim.streams import BATCH, Sampler, Streams, clamped_batch, stream_states
 
 
 @dataclass
 class StreamTable:
     """Every random stream the program draws from: a refill per stream (a batch of the stream's next values).
 
-    A stream is a (generator, distribution) pair; ``rebind`` points every refill at another replication's generators
-    of the same names, so that one lowered system serves every replication."""
+    A stream is a (generator, distribution) pair; ``rebind`` restarts every generator where another replication's
+    generator of the same name starts, so that one lowered system serves every replication."""
 
     names: dict[int, str]  # id of a generator -> its stream's name (Streams.names)
     refills: list[Callable[[], np.ndarray]] = field(default_factory=list)
@@ -50,12 +50,13 @@ class StreamTable:
         return len(self.replays) - 1
 
     def rebind(self, streams: Streams) -> list[int]:
-        """Every stream from ``streams``' generator of the same name (fresh, in a replication of its own), after
-        the build-time draws are replayed on it; returns the replays' results."""
-        self.generators = [streams.rng(name) for name in self.slot_names]
-        replayed = [draws(self.generators[slot]) for slot, draws in self.replays]
-        self.refills = [_refill(self.generators[slot], dist) for slot, dist in self.sources]
-        return replayed
+        """Every stream restarted where ``streams``' generator of the same name starts (a replication of its own),
+        after the build-time draws are replayed on it; returns the replays' results. The generators are kept and
+        their states set (stream_states computes them together), so the refills stay bound to them."""
+        for generator, state in zip(self.generators, stream_states(streams.seed, streams.replication,
+                                                                   self.slot_names)):
+            generator.bit_generator.state = state
+        return [draws(self.generators[slot]) for slot, draws in self.replays]
 
     def _slot(self, rng: np.random.Generator) -> int:
         key = id(rng)

@@ -9,6 +9,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.request import PredictOptions, build_request
@@ -17,7 +19,7 @@ from meshsim.sim.fast_engine import fast_setup, run_fast_replication, run_on_set
 from meshsim.sim.fast_kernels import LOW_WATER
 from meshsim.sim.fast_setup import CAPACITY, FastSetup, StreamBuffers
 from meshsim.sim.predict import horizon_for
-from meshsim.sim.streams import BATCH, Streams
+from meshsim.sim.streams import BATCH, Streams, stream_rng, stream_states
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from simkit import plain, tandem_topology
 
@@ -125,12 +127,30 @@ def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> N
         assert buffers.drawn[s] - len(used[s]) <= BATCH + LOW_WATER, name
 
 
-def test_the_process_s_objects_are_frozen_once_after_a_first_replication() -> None:
+def test_the_process_s_objects_are_frozen_once_after_a_first_replication(monkeypatch) -> None:
     """gc.freeze after the compiled loop is loaded (the exit's full collection walked numba's objects for ~0.45 s
     while the loop ran on the JIT); only once, so that a long-running process does not freeze its later garbage."""
     scenario, workload, horizon = _request(PREDICTIONS[1])
     run_fast_replication(scenario, workload, horizon, SEED, 0)
-    frozen = gc.get_freeze_count()
-    assert frozen > 0
+    assert gc.get_freeze_count() > 0
+    # frozen objects may still be freed (the count then falls): what must not happen is a second freeze
+    freezes = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
     run_fast_replication(scenario, workload, horizon, SEED, 1)
-    assert gc.get_freeze_count() == frozen
+    assert freezes == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**160), st.integers(0, 2**70), st.lists(st.text(max_size=40), min_size=1, max_size=6))
+def test_streams_restart_exactly_where_numpy_seeds_them(seed: int, replication: int, names: list[str]) -> None:
+    """stream_states (numpy's SeedSequence and PCG64 seeding, computed for many names at once) must give every
+    stream the state numpy's own seeding gives it: multi-word seeds and replications, empty and non-ASCII names."""
+    assert stream_states(seed, replication, names) == [stream_rng(seed, replication, name).bit_generator.state
+                                                       for name in names]
+
+
+def test_a_negative_seed_is_refused_as_numpy_refuses_it() -> None:
+    with pytest.raises(ValueError):
+        stream_rng(-1, 0, "s")
+    with pytest.raises(ValueError, match="must be >= 0"):
+        stream_states(-1, 0, ["s"])
