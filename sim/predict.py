@@ -30,7 +30,8 @@ from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
 from meshsim.sim.saturation_search import find_saturation, unstable as _unstable
-from meshsim.sim.stats import LATENCY_KEYS, Estimate, latency_summary, pooled_cdf, t_interval
+from meshsim.sim.stats import (LATENCY_KEYS, MIN_CONTROLLED, Estimate, controlled_interval, latency_summary,
+                               pooled_cdf, t_interval)
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
@@ -162,7 +163,8 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     first = target if target is not None else max(settings.min_replications, processes)
     runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
     try:
-        results, limited = _replications(runner, settings, first, processes, started, progress)
+        results, limited = _replications(runner, settings, first, processes, started, progress,
+                                         expected_arrivals(workload.load, horizon))
     except BaseException:
         runner.close(interrupted=True)  # an interrupt must not wait for the replications running in the workers
         raise
@@ -172,7 +174,7 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
 
 
 def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, processes: int, started: float,
-                  progress: Progress | None) -> tuple[list[ReplicationResult], str]:
+                  progress: Progress | None, expected: float | None) -> tuple[list[ReplicationResult], str]:
     """Batches of replications until the p99's precision (or the fixed count, or a limit); returns them and the
     warning when the time limit stopped them. The batches and the rule are the same whether the workers run ahead
     or not: the results are too."""
@@ -187,7 +189,7 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, 
         results.extend(done)
         p99s.extend(latency_summary(r.latencies)["p99"] for r in done)
         now = time.perf_counter()
-        p99 = t_interval(p99s)
+        p99 = _interval(p99s, results, expected)
         rel = p99.half_width / p99.value if p99.value > 0 and math.isfinite(p99.half_width) else float("nan")
         if progress:
             progress(f"{len(results)} replications, " + (f"p99 {p99.value / MS:.3f} ms +- {rel * 100:.1f} %"
@@ -203,6 +205,24 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, 
             return results, (f"time limit {settings.time_limit_s:g} s reached after {len(results)} replications: "
                              f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)")
         batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
+
+
+def expected_arrivals(load: Load, horizon: Horizon) -> float | None:
+    """The latency estimates' control variate: the requests a Poisson load starts in the window, whose
+    expectation is its rate times the window. None for the other loads: fortio's and wrk2's schedules fix their
+    count, sequential users' answers set it, and a rate profile is left out (its expectation is the rate's
+    integral)."""
+    if isinstance(load, OpenLoad) and load.profile is None and math.isfinite(load.rps) and load.rps > 0:
+        return load.rps * (horizon.duration - horizon.warmup)
+    return None
+
+
+def _interval(values: list[float], results: list[ReplicationResult], expected: float | None) -> Estimate:
+    """A latency's estimate over the replications: with the arrivals in the window as a control variate when the
+    load is Poisson (a replication that drew more arrivals ran busier; stats.controlled_interval), else plain."""
+    if expected is None:
+        return t_interval(values)
+    return controlled_interval(values, [r.started for r in results], expected)
 
 
 COMPILING = "building the fast engine (first run only: two to five minutes; kept on disk afterwards)"
@@ -249,7 +269,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
                progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
     per_rep = [latency_summary(r.latencies) for r in results]
-    latency = {k: t_interval([s[k] for s in per_rep]).at_least(0.0) for k in LATENCY_KEYS}
+    expected = expected_arrivals(workload.load, horizon)
+    latency = {k: _interval([s[k] for s in per_rep], results, expected).at_least(0.0) for k in LATENCY_KEYS}
     achieved = t_interval([r.achieved_rps for r in results]).at_least(0.0)
     components = sorted({c for r in results for c in r.usage})
     cpu = {c: float(np.mean([r.usage[c].cpu_seconds / r.busy_window for r in results if c in r.usage]))
@@ -337,5 +358,9 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "replications": replications,
         "precision": settings.precision,
         "seed": settings.seed,
+        # how the latencies' intervals were made: a control variate once there are enough replications
+        "control_variate": (f"requests started in the window (expected {expected:.6g}, Poisson), from "
+                            f"{MIN_CONTROLLED} replications" if (expected := expected_arrivals(load, horizon))
+                            is not None else None),
     }
 

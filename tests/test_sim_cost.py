@@ -136,9 +136,9 @@ def test_max_events_raises_the_budget(capsys) -> None:
 
 
 def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
-    # 160 replications of 2000 requests take seconds (the compiled engine reuses its setup: 160 of 100 requests
-    # took less than the limit)
-    args = ["--topology", "single", "--mesh", "none", "--rps", "2000", "--duration", "1", "--precision", "0.0001",
+    # 160 replications of 20,000 requests take seconds on either engine (160 of 2000 took less than the limit on the
+    # compiled engine once its replications reused their setup)
+    args = ["--topology", "single", "--mesh", "none", "--rps", "2000", "--duration", "10", "--precision", "0.0001",
             "--processes", "1", "--json", "--time-limit", "0.5"]
     code, out, _ = predict_cli(capsys, *args)
     result = __import__("json").loads(out)
@@ -198,7 +198,11 @@ def test_reported_intervals_never_reach_below_zero(monkeypatch) -> None:
         calls.append(est)
         return Estimate(est.value, -abs(est.value) - 1.0, est.hi)
 
+    def controlled_reaching_below_zero(values, controls, expected, confidence=0.95):
+        return reaching_below_zero(values, confidence)  # a Poisson load's latencies: the control variate's interval
+
     monkeypatch.setattr(prediction_module, "t_interval", reaching_below_zero)
+    monkeypatch.setattr(prediction_module, "controlled_interval", controlled_reaching_below_zero)
     prediction = prediction_module.predict_options(PredictOptions(
         topology="single", mesh="istio", rps=300, duration_s=0.3, replications=2, processes=1, saturation=False))
     assert calls  # the summary went through the interval
