@@ -59,6 +59,7 @@ class PredictOptions:
     duration_s: float | None = None
     warmup_s: float | None = None
     replications: int | None = None
+    min_replications: int | None = None  # replications before the precision rule first looks (None: RunSettings')
     precision: float | None = 0.05
     seed: int = 1
     processes: int | None = None
@@ -165,6 +166,8 @@ def _rate(options: PredictOptions) -> float:
 def build_settings(options: PredictOptions) -> RunSettings:
     if options.processes is not None:
         _check_int(options.processes, "processes", minimum=1)
+    if options.min_replications is not None:
+        _check_int(options.min_replications, "min_replications", minimum=2)
     for name in ("duration_s", "warmup_s", "precision", "max_events", "time_limit_s", "timeseries_s"):
         value = getattr(options, name)
         if value is not None:
@@ -174,7 +177,7 @@ def build_settings(options: PredictOptions) -> RunSettings:
                            processes=options.processes, saturation_search=options.saturation,
                            timeseries_s=options.timeseries_s,
                            engine=options.engine,
-                           **{k: getattr(options, k) for k in ("max_events", "time_limit_s")
+                           **{k: getattr(options, k) for k in ("max_events", "time_limit_s", "min_replications")
                               if getattr(options, k) is not None})
     settings.validate()
     return settings

@@ -178,6 +178,8 @@ class RunSettings:
     duration_s: float | None = None
     warmup_s: float | None = None
     replications: int | None = None
+    # The first batch, and so the first look of the precision rule: stopping as soon as the p99's interval is narrow
+    # enough favours runs whose spread came out low, the more so the earlier it looks (tests/bench_coverage.py).
     min_replications: int = 4
     max_replications: int = 160
     precision: float | None = 0.05
@@ -204,6 +206,9 @@ class RunSettings:
             raise FieldError("warmup_s", f"must be >= 0 seconds and finite, got {self.warmup_s}")
         if self.replications is not None and self.replications < 1:
             raise FieldError("replications", f"must be >= 1, got {self.replications}")
+        if not 2 <= self.min_replications <= self.max_replications:
+            raise FieldError("min_replications", f"must be from 2 (an interval needs two) to {self.max_replications}, "
+                                                 f"got {self.min_replications}")
         if self.precision is not None and not 0 < self.precision < 1:
             raise FieldError("precision", f"a fraction in (0, 1), got {self.precision}")
         if self.seed < 0:

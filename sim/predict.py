@@ -356,6 +356,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "warmup_s": horizon.warmup,
         "timeseries_s": horizon.series_s,
         "replications": replications,
+        "min_replications": settings.min_replications,
         "precision": settings.precision,
         "seed": settings.seed,
         # how the latencies' intervals were made: a control variate once there are enough replications

@@ -86,6 +86,19 @@ def test_same_seed_same_answer_and_common_random_numbers(capsys):
     assert a["latency_ms"] == b["latency_ms"]
 
 
+def test_min_replications_sets_the_precision_rules_first_look(capsys):
+    """A loose precision is met by the first batch; --min-replications makes that batch, and the first look,
+    larger (the reported interval is then narrower), and the JSON says what was asked."""
+    args = ["predict", "--topology", "single", "--mesh", "none", "--rps", "300", "--duration", "0.4",
+            "--precision", "0.5", "--processes", "1", "--json"]
+    runs = {}
+    for first in (None, 9):
+        assert main([*args, *(["--min-replications", str(first)] if first else [])]) == 0
+        runs[first] = json.loads(capsys.readouterr().out)
+    assert runs[None]["replications"] == 4 and runs[None]["inputs"]["min_replications"] == 4
+    assert runs[9]["replications"] == 9 and runs[9]["inputs"]["min_replications"] == 9
+
+
 def test_topology_file_and_mesh_model_file(capsys, tmp_path):
     from importlib import resources
 
@@ -123,6 +136,8 @@ services:
     (["--rps", "0"], "--rps: must be > 0"),
     (["--features", "quantum", "--rps", "10"], "has no feature 'quantum'"),
     (["--topology", "missing.yaml", "--rps", "10"], "missing.yaml does not exist"),
+    (["--rps", "10", "--min-replications", "1"], "--min-replications: must be >= 2, got 1"),
+    (["--rps", "10", "--min-replications", "161"], "--min-replications: must be from 2 (an interval needs two) to 160"),
 ])
 def test_bad_input_one_line_error(capsys, args, needle):
     assert main(["predict", *args]) == 2

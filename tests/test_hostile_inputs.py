@@ -438,8 +438,8 @@ def test_generated_yaml_text(pieces: list[str]) -> None:
 
 
 CLI_FLAGS = ["--rps", "--duration", "--warmup", "--connections", "--think", "--payload", "--proxy-workers",
-             "--proxy-cpu-limit", "--profile", "--replications", "--precision", "--seed", "--processes",
-             "--max-events", "--time-limit"]
+             "--proxy-cpu-limit", "--profile", "--replications", "--min-replications", "--precision", "--seed",
+             "--processes", "--max-events", "--time-limit"]
 CLI_VALUES = st.one_of(
     st.sampled_from(["nan", "inf", "-inf", "0", "-1", "1e12", "1e-9", "1e308", "100000000", "", "ramp:1:2:0",
                      "steps:0=5,0=6", "ramp:nan:1:1", "steps:", "1_000"]),

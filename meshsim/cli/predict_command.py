@@ -84,6 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "--profile)")
     p.add_argument("--replications", type=int, help="fixed number of replications (default: until p99 is known "
                    "within --precision)")
+    p.add_argument("--min-replications", type=int, metavar="N", help="replications before the precision rule first "
+                   "looks (default 4; a later first look makes the reported interval more trustworthy where the p99 "
+                   "is noisy, near saturation, and costs easy points replications: README, Statistics)")
     p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99 (default "
                    "0.05)")
     p.add_argument("--seed", type=int, default=1, help="root of every random stream (default 1); the same seed "
@@ -111,7 +114,8 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         fortio_warmup=args.fortio_warmup, think_ms=args.think, profile=args.profile,
         keepalive=not args.no_keepalive, tls=args.tls, payload_bytes=args.payload, proxy_workers=args.proxy_workers,
         proxy_cpu_limit=args.proxy_cpu_limit, duration_s=args.duration, warmup_s=args.warmup,
-        replications=args.replications, precision=args.precision, seed=args.seed, processes=args.processes,
+        replications=args.replications, min_replications=args.min_replications, precision=args.precision,
+        seed=args.seed, processes=args.processes,
         max_events=args.max_events, time_limit_s=args.time_limit, timeseries_s=args.timeseries,
         engine=args.engine,
     )
