@@ -17,10 +17,10 @@ and the mean number of replications the rule used.
 
 from __future__ import annotations
 
-import argparse
 from multiprocessing import Pool
 
 import numpy as np
+from bench_variance import default_prediction_case  # this folder is the script's: sys.path[0]
 
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.fast_engine import run_fast_replication
@@ -49,12 +49,7 @@ def sequential(p99: np.ndarray, started: np.ndarray, expected: float, first_chec
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topology", default="chain3")
-    parser.add_argument("--rps", type=float, default=3500.0)
-    parser.add_argument("--replications", type=int, default=2000)
-    args = parser.parse_args()
-    request = build_request(PredictOptions(topology=args.topology, mesh="istio", rps=args.rps))
+    args, request = default_prediction_case(__doc__, 2000)
     expected = expected_arrivals(request.workload.load, horizon_for(request.workload.load, request.settings))
     with Pool(2) as pool:
         rows = pool.map(_replication, [(args.topology, args.rps, r) for r in range(args.replications)],

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from meshsim.request import PredictOptions, build_request
+from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.sim.fast_engine import run_fast_replication
 from meshsim.sim.predict import horizon_for
 from meshsim.sim.stats import controlled_interval, latency_summary, t_interval
@@ -40,13 +40,19 @@ def r_squared(y: np.ndarray, controls: list[np.ndarray]) -> tuple[float, float]:
     return r2, 1.0 - (1.0 - r2) * (y.size - 1) / (y.size - x.shape[1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def default_prediction_case(doc: str, replications: int) -> tuple[argparse.Namespace, PredictRequest]:
+    """The command line of the variance benchmarks (--topology, --rps, --replications) and the default
+    prediction's request on Istio for it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--topology", default="chain3")
     parser.add_argument("--rps", type=float, default=3500.0)
-    parser.add_argument("--replications", type=int, default=80)
+    parser.add_argument("--replications", type=int, default=replications)
     args = parser.parse_args()
-    request = build_request(PredictOptions(topology=args.topology, mesh="istio", rps=args.rps))
+    return args, build_request(PredictOptions(topology=args.topology, mesh="istio", rps=args.rps))
+
+
+def main() -> None:
+    args, request = default_prediction_case(__doc__, 80)
     horizon = dataclasses.replace(horizon_for(request.workload.load, request.settings), series_s=0.001)
     expected = args.rps * (horizon.duration - horizon.warmup)
     p99, started, counts = [], [], []
