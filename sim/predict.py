@@ -338,6 +338,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         load_dict["think_ms"] = load.think.mean / MS
         load_dict.pop("think", None)
     topo, mesh = scenario.topology, scenario.mesh
+    expected = expected_arrivals(load, horizon)
     return {
         "meshsim_version": __version__,
         "engine": choice.label,
@@ -360,8 +361,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "precision": settings.precision,
         "seed": settings.seed,
         # how the latencies' intervals were made: a control variate once there are enough replications
-        "control_variate": (f"requests started in the window (expected {expected:.6g}, Poisson), from "
-                            f"{MIN_CONTROLLED} replications" if (expected := expected_arrivals(load, horizon))
-                            is not None else None),
+        "control_variate": None if expected is None else (
+            f"requests started in the window (expected {expected:.6g}, Poisson), from {MIN_CONTROLLED} replications"),
     }
 

@@ -70,12 +70,13 @@ def controlled_interval(values: Sequence[float], controls: Sequence[float], expe
     squared correlation of Y and C, and the interval (the regression's prediction at C = E[C], n - 2 degrees of
     freedom) accounts for b being estimated. Below MIN_CONTROLLED replications, or with a control that does not
     vary, it is the plain t_interval."""
-    pairs = [(v, c) for v, c in zip(values, controls) if math.isfinite(v)]
-    y = np.array([v for v, _ in pairs], dtype=float)
-    c = np.array([c for _, c in pairs], dtype=float)
-    dc = c - c.mean() if c.size else c
+    y, c = np.asarray(values, dtype=float), np.asarray(controls, dtype=float)
+    y, c = y[np.isfinite(y)], c[np.isfinite(y)]
+    if y.size < MIN_CONTROLLED:
+        return t_interval(values, confidence)
+    dc = c - c.mean()
     sxx = float(dc @ dc)
-    if y.size < MIN_CONTROLLED or sxx <= 0.0:
+    if sxx <= 0.0:
         return t_interval(values, confidence)
     dy = y - y.mean()
     slope = float(dc @ dy) / sxx
