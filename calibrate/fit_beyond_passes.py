@@ -17,12 +17,19 @@ from meshsim.progress import Progress
 def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
     """With bursts among the runs, the fraction of a pass that holds its worker, fitted by simulation, replaces the
     CPU-based ``cpu_fraction``; without them (one-connection runs cannot show it) the CPU-based estimate stays, or,
-    with no CPU data either, the lab's measured fraction is used as a prior and the fit says so."""
+    with no CPU data either, the lab's measured fraction is used as a prior and the fit says so. A model whose
+    sidecar sides got their CPU measured (``proxy.sides``) keeps those: CPU seconds are the direct reading of what
+    holds a worker, and a burst's latency also carries host-level scheduling delay that no held fraction explains."""
     from meshsim.calibrate.load.held_fraction import apply_held_fraction, apply_prior, burst_runs, fit_held_fraction
 
     if not model.get("proxy"):
         return
     bursts = burst_runs(usable)
+    if model["proxy"].get("sides"):  # CPU measured per side says what holds each side's worker, directly
+        if bursts:
+            notes.append(f"{len(bursts)} burst runs not used for the held fraction: each side's comes from its "
+                         "measured CPU per request (proxy.sides)")
+        return
     if not bursts:
         apply_prior(model, notes, say)
         return

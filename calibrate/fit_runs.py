@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from meshsim.calibrate.load import load_dependence
+from meshsim.calibrate.load import load_dependence, side_cpu
 from meshsim.calibrate.fit_beyond_passes import add_held_fraction, add_memory, add_network_hop
 from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
@@ -339,6 +339,8 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, us
         elif block is not None:
             notes.append(f"{section}: no usable CPU per request in the runs: cpu_fraction not written "
                          "(the default 1 treats every pass as CPU work)")
+    if proxy is not None:
+        side_cpu.apply_sides(proxy, side_cpu.fit_sides(cpu, decomp, extra.cpu_without_wake), notes)
     gof = {"baseline": {**decomp.baseline.summary(), "runs": list(decomp.baseline_runs)}}
     gof.update({name: _fit_meta(c, decomp.runs_of[name]) for name, c in comps.items()})
     calibration = {

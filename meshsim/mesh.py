@@ -19,6 +19,7 @@ from meshsim.yamlio import Section
 
 SCHEMA = "meshsim/mesh/v1"
 PASS_KINDS = ("inbound_request", "inbound_response", "outbound_request", "outbound_response")
+SIDES = ("inbound", "outbound")  # a sidecar's two halves: the server's (inbound passes) and the caller's (outbound)
 LB_PASS_KINDS = ("request", "response")
 DISPATCH = ("pinned", "shared")
 PLACEMENT = ("sidecar", "node")
@@ -49,6 +50,26 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class SideCpu:
+    """The CPU one side of a sidecar spends per request, where it differs from the proxy's defaults.
+
+    Envoy's outbound half (the caller's sidecar) does more work off the latency path than on it (stream and stats
+    teardown, access logs after the response is written), while much of its inbound half's latency is kernel and
+    scheduling delay: measured per side, their CPU per request is close although their latencies differ by 3-4x.
+    ``cpu_fraction`` is the part of this side's pass time that holds the worker; ``post_response`` the work after
+    this side's last pass (it replaces the proxy's ``post_response`` on this side)."""
+
+    cpu_fraction: float = 1.0
+    post_response: Distribution | None = None
+
+
+def pass_side(kind: str) -> str:
+    """The side of a pass kind ('inbound_request' -> 'inbound'); a load balancer's passes have none ('')."""
+    side = kind.split("_", 1)[0]
+    return side if side in SIDES else ""
+
+
+@dataclass(frozen=True)
 class ProxyModel:
     """One proxy process: its workers, dispatch, per-pass service times and resource model."""
 
@@ -71,6 +92,18 @@ class ProxyModel:
     # CPU a proxy spends with no traffic at all (stats flushes, health checks, configuration pushes), on its main
     # thread rather than its workers: it adds to the CPU a proxy reports, not to any request's latency.
     idle_cores: float = 0.0
+    # a sidecar side's own held fraction and post-response work, where calibration measured them per side
+    sides: Mapping[str, SideCpu] = field(default_factory=dict)
+
+    def held_fraction(self, kind: str) -> float:
+        """The part of a pass of this kind that holds the worker: its side's, else the proxy's ``cpu_fraction``."""
+        side = self.sides.get(pass_side(kind))
+        return side.cpu_fraction if side is not None else self.cpu_fraction
+
+    def post_work(self, side: str) -> Distribution | None:
+        """Work after the last pass on ``side`` ('' for a load balancer): the side's own, else the proxy's."""
+        own = self.sides.get(side)
+        return own.post_response if own is not None and own.post_response is not None else self.post_response
 
 
 @dataclass(frozen=True)
@@ -154,13 +187,35 @@ def _cpu_limit(s: Section) -> float | None:
     return s.number("cpu_limit", minimum=MIN_CPU_LIMIT, maximum=MAX_CORES) if s.has("cpu_limit") else None
 
 
-def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
-    s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
-                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction",
-                      "idle_millicores", *_META))
+def _fraction(s: Section) -> float:
     cpu_fraction = s.number("cpu_fraction", 1.0, strictly_positive=True)
     if cpu_fraction > 1:
         raise ModelError(f"{s.key('cpu_fraction')}: a fraction in (0, 1], got {cpu_fraction}")
+    return cpu_fraction
+
+
+def _sides(s: Section, pass_kinds: tuple[str, ...]) -> dict[str, SideCpu]:
+    """``sides: {inbound: {cpu_fraction, post_response}, outbound: {...}}``: a sidecar's per-side CPU."""
+    sides_sec = s.section("sides", required=False)
+    if sides_sec is None:
+        return {}
+    if pass_kinds != PASS_KINDS:
+        raise ModelError(f"{s.key('sides')}: only a sidecar or node proxy has sides (inbound, outbound)")
+    sides_sec.reject_unknown((*SIDES, *_META))
+    out = {}
+    for name in SIDES:
+        side = sides_sec.section(name, required=False)
+        if side is not None:
+            side.reject_unknown(("cpu_fraction", "post_response", *_META))
+            out[name] = SideCpu(_fraction(side), distribution_at(side, "post_response", required=False))
+    return out
+
+
+def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
+    s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
+                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction",
+                      "idle_millicores", "sides", *_META))
+    cpu_fraction = _fraction(s)
     passes_sec = s.section("passes")
     assert passes_sec is not None
     passes_sec.reject_unknown((*pass_kinds, *_META))
@@ -181,6 +236,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         policy=s.choice("policy", LB_POLICIES, "round_robin"),
         cpu_fraction=cpu_fraction,
         idle_cores=s.number("idle_millicores", 0.0, maximum=1000.0 * MAX_WORKERS) / 1000.0,
+        sides=_sides(s, pass_kinds),
     )
 
 

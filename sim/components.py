@@ -16,7 +16,7 @@ import numpy as np
 
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
-from meshsim.mesh import Feature, ProxyModel
+from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Network, Service
 from meshsim.sim.stations import CpuQuota, Station
 from meshsim.sim.streams import Sampler, Streams
@@ -53,7 +53,7 @@ class ProxyInstance:
     node: str
     passes: dict[str, Sampler]
     per_kb: float
-    post: list[tuple[Sampler, float]]
+    post: dict[str, list[tuple[Sampler, float]]]  # side of the last pass ('' for a load balancer) -> its work
     exports: list[Export]
     handshake: Sampler | None
     handshake_round_trips: int
@@ -108,9 +108,9 @@ class ProxyInstance:
             self.binding[conn] = worker
         return worker if self.station.pinned else None
 
-    def post_work(self) -> float:
+    def post_work(self, side: str) -> float:
         work = 0.0
-        for sampler, sampling in self.post:
+        for sampler, sampling in self.post.get(side, ()):
             if sampling >= 1.0 or self.uniform.draw() < sampling:
                 work += sampler.draw()
         return work
@@ -123,8 +123,8 @@ class ProxyInstance:
             work += self.per_kb * nbytes / 1024.0
         if handshake and self.handshake is not None:
             work += self.handshake()
-        post = self.post_work() if last and self.post else 0.0
-        cpu = work * self.model.cpu_fraction
+        post = self.post_work(pass_side(kind)) if last and self.post else 0.0
+        cpu = work * self.model.held_fraction(kind)
         worker = self.binding.get(conn)
         if worker is None:
             worker = self.worker_for(conn)
@@ -153,15 +153,11 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
         # Streams are named after the instance and pass, names that do not depend on the rest of the scenario:
         # a what-if variant sharing this proxy draws the same numbers for it (common random numbers).
         passes[kind] = streams.sampler(f"{instance}:{kind}", dist)
-    post: list[tuple[Sampler, float]] = []
-    if model.post_response is not None:
-        post.append((streams.sampler(f"{instance}:post", model.post_response), 1.0))
+    post = _post_work(instance, model, features, streams, pass_kinds)
     exports: list[Export] = []
     handshake_parts: list[Distribution] = []
     round_trips = 0
     for f in features:
-        if f.post_response is not None:
-            post.append((streams.sampler(f"{instance}:{f.name}:post", f.post_response), f.sampling))
         if f.collector is not None:
             exports.append(Export(collectors[f.name], streams.sampler(f"{instance}:{f.name}:span",
                                                                       f.collector.service), f.sampling))
@@ -185,6 +181,25 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
         uniform=streams.uniforms(f"{instance}:sampling"),
         features_mb=sum(f.memory_mb for f in features),
     )
+
+
+def _post_work(instance: str, model: ProxyModel, features: list[Feature], streams: Streams,
+               pass_kinds: tuple[str, ...]) -> dict[str, list[tuple[Sampler, float]]]:
+    """The samplers of the work after each side's last pass: the side's own (or the proxy's), then the features'.
+    A side's own work has a stream of its own; the proxy's and the features' streams serve both sides."""
+    shared = [(streams.sampler(f"{instance}:post", model.post_response), 1.0)] if model.post_response else []
+    features_post = [(streams.sampler(f"{instance}:{f.name}:post", f.post_response), f.sampling)
+                     for f in features if f.post_response is not None]
+    post: dict[str, list[tuple[Sampler, float]]] = {}
+    for side in dict.fromkeys(pass_side(kind) for kind in pass_kinds):
+        own = model.sides.get(side)
+        if own is not None and own.post_response is not None:
+            work = [(streams.sampler(f"{instance}:{side}:post", own.post_response), 1.0)]
+        else:
+            work = shared
+        if work or features_post:
+            post[side] = work + features_post
+    return post
 
 
 def pooled_connections(seen: int, in_flight: float) -> int:

@@ -85,7 +85,11 @@ ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
 ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT = range(9)
 # proxy columns
 PX_STATION, PX_RR, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP = range(9)
-PX_FRACTION, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1, PX_WINSET = range(9)
+# (the held fraction of a pass without a side -- a load balancer's -- then of the inbound and outbound sides: a pass
+# reads column PX_FRACTION + its side)
+(PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1,
+ PX_WINSET) = range(11)
+SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
 G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED = range(8)
 FLAGS = 8
@@ -333,7 +337,7 @@ def _worker(I, F, B, px, conn):
 
 
 @jit_inline
-def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
+def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
     """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
     work = draw(I, B, kind)
     per_kb = F[at(I, R_PXF, px, PX_PER_KB)]
@@ -344,11 +348,11 @@ def proxy_pass(I, F, B, px, kind, now, conn, nbytes, last, handshake):
     uniform = I[at(I, R_PXI, px, PX_UNIFORM)]
     post_work = 0.0
     if last:
-        for j in range(I[at(I, R_PXI, px, PX_NPOST)]):
-            p = at(I, R_POST, px, 2 * j)
-            if F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]:
+        for j in range(I[at(I, R_PXI, px, PX_NPOST)]):  # (stream, sampling, side) of each side's works in order
+            p = at(I, R_POST, px, 3 * j)
+            if F[p + 2] == side and (F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]):
                 post_work += draw(I, B, int(F[p]))
-    cpu = work * F[at(I, R_PXF, px, PX_FRACTION)]
+    cpu = work * F[at(I, R_PXF, px, PX_FRACTION + side)]
     worker = _worker(I, F, B, px, conn)
     departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True) + (work - cpu)
     if recording(I):
@@ -547,7 +551,7 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 WIDTHS = tuple({
     R_POS: 1, R_LIM: 1, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: 9, R_SLOW: 1, R_NSTART: CORE_SLOTS, R_NEND: CORE_SLOTS, R_NLAST: 1, R_NFLOOR: 1,
+    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_NSTART: CORE_SLOTS, R_NEND: CORE_SLOTS, R_NLAST: 1, R_NFLOOR: 1,
     R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(43))
 
 
@@ -608,7 +612,7 @@ def _path_op(I, F, B, TI, TF, tok, o, now):
         pending = hop(I, F, B, pending, now, I[o + 1], I[o + 2], I[o + 3], I[o + 4] == 1)
     elif code == OP_PASS:
         handshake = I[o + 5] == 1 and TI[tok, session] == 1
-        pending = proxy_pass(I, F, B, I[o + 1], I[o + 2], now, TI[tok, T_CONN], I[o + 3], I[o + 4] == 1,
+        pending = proxy_pass(I, F, B, I[o + 1], I[o + 2], I[o + 7], now, TI[tok, T_CONN], I[o + 3], I[o + 4] == 1,
                              handshake) - now
         if I[o + 6] >= 0:
             TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 6]] = now

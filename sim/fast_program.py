@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from meshsim.mesh import pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
@@ -20,6 +21,7 @@ from meshsim.sim.fast_streams import StreamTable
 from meshsim.sim.system import Caller, System
 
 POLICY_CODES = {"round_robin": K.RR, "random": K.RANDOM, "least_request": K.LEAST, "ewma": K.EWMA}
+SIDE_CODES = {"": K.SIDE_NONE, "inbound": K.SIDE_IN, "outbound": K.SIDE_OUT}
 
 
 class Lowering:
@@ -131,7 +133,7 @@ class Lowering:
 
     def _pass(self, proxy: ProxyInstance, kind: str, nbytes: int, last: bool, handshake: bool, slot: int) -> list:
         return [V.OP_PASS, self.proxy(proxy), self.streams.sampler(proxy.passes[kind]), nbytes, int(last),
-                int(handshake), slot]
+                int(handshake), slot, SIDE_CODES[pass_side(kind)]]
 
     def route_block(self, caller: Caller, target: str, r: int) -> list[list]:
         """System.call for one replica, op for op (slots: 0 outbound, 1 LB, 2 inbound opening times)."""
@@ -276,11 +278,11 @@ def station_arrays(lowering: Lowering) -> tuple:
 def proxy_arrays(lowering: Lowering) -> tuple:
     proxies = lowering.proxy_list
     n = max(len(proxies), 1)
-    posts = max((len(p.post) for p in proxies), default=1) or 1
+    posts = max((sum(map(len, p.post.values())) for p in proxies), default=1) or 1
     exports = max((len(p.exports) for p in proxies), default=1) or 1
     px_i = np.zeros((n, 9), dtype=np.int64)
-    px_f = np.zeros((n, 9))
-    post = np.zeros((n, posts, 2))
+    px_f = np.zeros((n, 11))
+    post = np.zeros((n, posts, 3))
     export = np.zeros((n, exports, 3))
     streams = lowering.streams
     for k, p in enumerate(proxies):
@@ -289,10 +291,14 @@ def proxy_arrays(lowering: Lowering) -> tuple:
         px_i[k, K.PX_BIND_STREAM] = streams.uniforms(p.rng)
         px_i[k, K.PX_HS_STREAM] = streams.sampler(p.handshake)
         px_i[k, K.PX_UNIFORM] = streams.sampler(p.uniform)
-        px_i[k, K.PX_NPOST], px_i[k, K.PX_NEXP] = len(p.post), len(p.exports)
-        px_f[k, K.PX_FRACTION], px_f[k, K.PX_PER_KB] = p.model.cpu_fraction, p.per_kb
-        for j, (sampler, sampling) in enumerate(p.post):
-            post[k, j] = (streams.sampler(sampler), sampling)
+        entries = [(streams.sampler(sampler), sampling, SIDE_CODES[side])
+                   for side, work in p.post.items() for sampler, sampling in work]
+        px_i[k, K.PX_NPOST], px_i[k, K.PX_NEXP] = len(entries), len(p.exports)
+        px_f[k, K.PX_PER_KB] = p.per_kb
+        for side, code in SIDE_CODES.items():  # a side without its own fraction holds the proxy's
+            px_f[k, K.PX_FRACTION + code] = p.model.held_fraction(f"{side}_request" if side else "request")
+        for j, entry in enumerate(entries):
+            post[k, j] = entry
         for j, e in enumerate(p.exports):
             export[k, j] = (lowering.station(e.collector), streams.sampler(e.work), e.sampling)
     bind = np.full((n, lowering.connections), -1, dtype=np.int64)

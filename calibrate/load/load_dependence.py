@@ -208,9 +208,9 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
         return extra
     inbound = sides["inbound"]
     extra.cold = ColdWakes(fit.delay_s + fit.cpu_s, fit.resume_cpu_s, inbound, sides.get("outbound", inbound))
-    for key, path in (("server/sidecar", "server-sidecar"), ("client/sidecar", "both-sidecars")):
+    for key in ("server/sidecar", "client/sidecar"):  # each measured beside the other first (side_cpu.py)
         mine = [s for s in series if s.kind == "cpu" and s.name.startswith(key)]
-        mine.sort(key=lambda s: not s.name.endswith(path))
+        mine.sort(key=lambda s: not s.name.endswith("both-sidecars"))
         if mine:
             s = mine[0]
             extra.cpu_without_wake[key] = (
@@ -248,7 +248,7 @@ def cpu(runs: Sequence[Run], decomp: Decomposition, notes: list[str]) -> list[di
 
 # component of the mesh model -> (cpu_seconds key, fitted pass components it may match, preferred run path)
 FRACTION_SOURCES = {
-    "proxy": (("server/sidecar", ("proxy.inbound_pass", "proxy.pass"), "server-sidecar"),
+    "proxy": (("server/sidecar", ("proxy.inbound_pass", "proxy.pass"), "both-sidecars"),
               ("client/sidecar", ("proxy.outbound_pass", "proxy.pass"), "both-sidecars")),
     "load_balancer": (("lb:server", ("load_balancer.pass",), "proxy-lb"),),
 }
