@@ -532,8 +532,10 @@ def heap_pop(I, HT, HI):
         child = 2 * i + 1
         if child >= n:
             break
-        if child + 1 < n and _before(HT, HI, child + 1, HT[child], HI[child, 0]):
-            child += 1
+        # the earlier child, without a branch: which one is earlier is a coin toss a predictor mostly misses (slot
+        # n, past the heap, still holds an entry: reading it is safe, and the first term discards it)
+        a, b = HT[child], HT[child + 1]
+        child += (child + 1 < n) & ((b < a) | ((b == a) & (HI[child + 1, 0] < HI[child, 0])))
         if not _before(HT, HI, child, t, seq):
             break
         HT[i], HI[i, 0], HI[i, 1] = HT[child], HI[child, 0], HI[child, 1]
