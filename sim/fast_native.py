@@ -104,7 +104,7 @@ def jit_loop() -> Loop:
     """``run`` on numba's JIT (compiled once into numba's disk cache)."""
     from meshsim.sim import fast_kernels
 
-    return fast_kernels.compile_with_numba()
+    return fast_kernels.compile_with_numba(LOOP_SIGNATURE)
 
 
 def build_native(directory: Path | None = None) -> Path:
