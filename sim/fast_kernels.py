@@ -89,7 +89,10 @@ def _indices_from_the_start() -> Iterator[None]:
     from numba.core import types
     from numba.np import arrayobj
 
-    wrapping = arrayobj.fix_integer_index
+    wrapping = getattr(arrayobj, "fix_integer_index", None)
+    if wrapping is None:  # another numba than the pinned one: its own indexing (slower, the same results)
+        yield
+        return
 
     def from_the_start(context, builder, idxty, idx, size):  # noqa: ANN001 (numba's codegen objects)
         if idxty.signed:

@@ -119,3 +119,74 @@ def test_an_unwritable_cache_folder_falls_back_to_the_jit(tmp_path, monkeypatch)
     heard: list[str] = []
     loop = fast_native.compiled_loop(blocked / "cache", say=heard.append)
     assert hasattr(loop, "py_func") and len(heard) == 1 and "could not build the native loop" in heard[0], heard
+
+
+BOUNDS_CHECK = r"""
+import json, sys
+from meshsim.sim import fast_kernels
+from meshsim.sim.fast_native import compiled_loop
+# numba's inlining (how `run` is assembled, not what it computes) makes the compile several times longer
+for options in fast_kernels._COMPILED.values():
+    options.pop("inline", None)
+assert hasattr(compiled_loop(), "py_func"), "expected numba's JIT (MESHSIM_NATIVE_LOOP=0)"
+from test_fast_native import replication_digests
+print(json.dumps(replication_digests(json.loads(sys.argv[1]))))
+"""
+
+
+def replication_digests(cases: list[dict]) -> list[str]:
+    """A hash of each case's first replication (latencies and usage); a case's ``profile`` is a ramp's points."""
+    import hashlib
+
+    from meshsim.workload import RateProfile
+
+    digests = []
+    for case in cases:
+        if "profile" in case:
+            case = {**case, "profile": RateProfile("ramp", tuple(tuple(p) for p in case["profile"]))}
+        request = build_request(PredictOptions(**case, duration_s=0.5))
+        horizon = horizon_for(request.workload.load, request.settings)
+        r = run_fast_replication(request.scenario, request.workload, horizon, 5, 0)
+        assert r.latencies.size > 10
+        digests.append(hashlib.sha256(r.latencies.tobytes() + repr(sorted(r.usage.items())).encode()).hexdigest())
+    return digests
+
+
+def test_no_kernel_indexes_an_array_from_its_end(tmp_path) -> None:
+    """The kernels are compiled without numba's wrap-around of negative indices (fast_kernels._indices_from_the_start):
+    an index below 0 would read or write outside its table instead of raising. Compiled afresh with numba's bounds
+    checks on (NUMBA_BOUNDSCHECK=1, which then raises on any index below 0 or past the end), the loop runs every
+    case without an IndexError and gives the native module's results bit for bit."""
+    import json
+
+    cases = [*CASES, dict(topology="chain3", mesh="istio", rps=2000.0, proxy_cpu_limit=0.5, load="fortio",
+                          connections=16),
+             dict(topology="chain3", mesh="istio", profile=[[0.0, 500.0], [0.5, 1500.0]]),
+             dict(topology="bookinfo", mesh="istio", load="sequential", connections=4, think_ms=5.0)]
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path), fast_native.FALLBACK_ENV: "0",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", BOUNDS_CHECK, json.dumps(cases)], capture_output=True, text=True,
+                          env=env, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == replication_digests(cases)
+
+
+def test_while_the_kernels_compile_a_negative_index_is_not_wrapped_around() -> None:
+    """What the bounds-checked run above relies on: inside _indices_from_the_start a negative index stays negative
+    (numba's bounds check then raises), outside it numba wraps it around as numpy does."""
+    from numba import njit
+
+    from meshsim.sim.fast_kernels import _indices_from_the_start
+
+    def element(a, i):
+        return a[i]
+
+    values = np.arange(4.0)
+    with _indices_from_the_start():
+        unwrapped = njit(boundscheck=True)(element)
+        unwrapped.compile("f8(f8[::1], i8)")
+    wrapped = njit(boundscheck=True)(element)
+    assert wrapped(values, -1) == 3.0
+    assert unwrapped(values, 2) == 2.0
+    with pytest.raises(IndexError):
+        unwrapped(values, -1)
