@@ -100,11 +100,6 @@ class ProxyModel:
         side = self.sides.get(pass_side(kind))
         return side.cpu_fraction if side is not None else self.cpu_fraction
 
-    def post_work(self, side: str) -> Distribution | None:
-        """Work after the last pass on ``side`` ('' for a load balancer): the side's own, else the proxy's."""
-        own = self.sides.get(side)
-        return own.post_response if own is not None and own.post_response is not None else self.post_response
-
 
 @dataclass(frozen=True)
 class Handshake:

@@ -94,8 +94,8 @@ def test_the_model_file_reads_each_sides_cpu() -> None:
     assert mesh.proxy is not None
     assert mesh.proxy.held_fraction("inbound_response") == 0.6
     assert mesh.proxy.held_fraction("outbound_request") == 1.0
-    assert mesh.proxy.post_work("inbound") is None
-    assert mesh.proxy.post_work("outbound").mean == pytest.approx(0.2 * MS)
+    assert mesh.proxy.sides["inbound"].post_response is None
+    assert mesh.proxy.sides["outbound"].post_response.mean == pytest.approx(0.2 * MS)
 
 
 @pytest.mark.parametrize("data, message", [
