@@ -52,8 +52,9 @@ def prediction_table(d: dict[str, Any]) -> str:
         total = sum(parts.values())
         lines.append("")
         lines.append("where the time goes (ms per request, summed over the path)")
+        width = max(28, *(len(key) + 1 for key in parts))  # the longest mechanism's name sets the column
         for key, value in sorted(parts.items(), key=lambda kv: -kv[1]):
-            lines.append(f"  {key:<28}{value:>8.3f}   {value / total * 100:5.1f}%")
+            lines.append(f"  {key:<{width}}{value:>8.3f}   {value / total * 100:5.1f}%")
     if d["in_flight"]:
         lines.append(f"in flight at end {d['in_flight']:.1f} requests per replication (not in the percentiles)")
     if d.get("timeseries"):
