@@ -533,14 +533,34 @@ def heap_pop(I, HT, HI):
     entry = HI[0, 1]
     n = I[n_slot] - 1
     I[n_slot] = n
-    t, seq, e = HT[n], HI[n, 0], HI[n, 1]
+    _sift_down(HT, HI, n, HT[n], HI[n, 0], HI[n, 1])
+    return entry
+
+
+@jit_inline
+def heap_replace(I, HT, HI, t, entry):
+    """Pop the earliest entry and push (t, entry) in one sift-down from the top, where a pop and a push take a
+    sift-down and a sift-up: the loop leaves a token's own event on top while the token runs (nothing it pushes
+    can come before it: every push is due at or after now, with a later sequence number) and replaces it when the
+    token waits again. The heap's keys (time, sequence) are unique, so its shape does not change the order in which
+    they come out: the same events in the same order."""
+    seq_slot = at(I, R_FLAGS, 0, G_HEAP_SEQ)
+    seq = I[seq_slot]
+    I[seq_slot] = seq + 1
+    _sift_down(HT, HI, I[at(I, R_FLAGS, 0, G_HEAP_N)], t, seq, entry)
+
+
+@jit_inline
+def _sift_down(HT, HI, n, t, seq, e):
+    """Put (t, seq, e) in the hole at the top of a heap of n entries, moving the earlier child up until it fits."""
     i = 0
     while True:
         child = 2 * i + 1
         if child >= n:
             break
         # the earlier child, without a branch: which one is earlier is a coin toss a predictor mostly misses (slot
-        # n, past the heap, still holds an entry: reading it is safe, and the first term discards it)
+        # n, past the heap, is within the array (the loop keeps MARGIN slots free): reading it is safe, and the
+        # first term discards it)
         a, b = HT[child], HT[child + 1]
         child += (child + 1 < n) & ((b < a) | ((b == a) & (HI[child + 1, 0] < HI[child, 0])))
         if not _before(HT, HI, child, t, seq):
@@ -548,7 +568,6 @@ def heap_pop(I, HT, HI):
         HT[i], HI[i, 0], HI[i, 1] = HT[child], HI[child, 0], HI[child, 1]
         i = child
     HT[i], HI[i, 0], HI[i, 1] = t, seq, e
-    return entry
 
 
 # -- the event loop ---------------------------------------------------------------------------------------------------
@@ -711,11 +730,16 @@ def _fork(I, HT, HI, TI, TF, FREE, tok, table, now):
 
 
 @jit
-def _runs_next(I, F, HT, TI, FREE, LAT, t):
+def _runs_next(I, F, HT, TI, FREE, LAT, t, stale):
     """Whether a token due at ``t`` is the next event: strictly before the heap's earliest and the window's next
-    change, and the loop would not stop first to refill a stream or grow its tables."""
+    change, and the loop would not stop first to refill a stream or grow its tables. ``stale``: the heap's top is
+    the running token's own event (heap_replace), so the earliest other one is the earlier of its children."""
     n = I[at(I, R_FLAGS, 0, G_HEAP_N)]
-    if n > 0 and HT[0] <= t:
+    if stale:
+        n -= 1
+        if (n > 0 and HT[1] <= t) or (n > 1 and HT[2] <= t):
+            return False
+    elif n > 0 and HT[0] <= t:
         return False
     if t >= _control_time(I, F) or I[at(I, R_FLAGS, 0, G_LOW)] == 1:
         return False
@@ -724,8 +748,9 @@ def _runs_next(I, F, HT, TI, FREE, LAT, t):
 
 
 @jit_inline
-def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
-    """Run token ``tok`` at time ``now`` until it waits, forks, or ends."""
+def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
+    """Run token ``tok`` at time ``now`` until it waits, forks, or ends. ``stale``: the heap's top is still the
+    token's own event, which its wait replaces (heap_replace) and its end pops."""
     while True:
         pc = TI[tok, T_PC]
         o = at(I, R_OPS, pc, 0)
@@ -735,8 +760,11 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             pending = TF[tok, TF_PENDING]
             if pending > 0:
                 TF[tok, TF_PENDING] = 0.0
-                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending):
-                    heap_push(I, HT, HI, now + pending, tok)
+                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending, stale):
+                    if stale:
+                        heap_replace(I, HT, HI, now + pending, tok)
+                    else:
+                        heap_push(I, HT, HI, now + pending, tok)
                     return
                 now += pending  # nothing else happens before: go on without the heap (same order of events)
                 F[_lf(I, LF_NOW)] = now
@@ -758,10 +786,14 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             TI[tok, T_SP] = sp
             TI[tok, T_PC] = TI[tok, T_FRAMES + 4 * sp + FR_RET]
         elif code == OP_FORK:
+            if stale:
+                heap_pop(I, HT, HI)
             TI[tok, T_PC] = pc + 1
             _fork(I, HT, HI, TI, TF, FREE, tok, I[o + 1], now)
             return
         elif code == OP_END_BRANCH:
+            if stale:
+                heap_pop(I, HT, HI)
             parent = TI[tok, T_PARENT]
             TI[parent, T_WAIT] -= 1
             if TI[parent, T_WAIT] == 0:
@@ -769,6 +801,8 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             _release(I, FREE, tok)
             return
         elif code == OP_END_REQUEST:
+            if stale:
+                heap_pop(I, HT, HI)
             _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
             return
         elif code == OP_CLIENT_PRE:
@@ -1086,11 +1120,14 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
                 return DONE
             continue
         now = HT[0]
-        entry = heap_pop(I, HT, HI)
+        entry = HI[0, 1]
         F[_lf(I, LF_NOW)] = now
-        if entry == -1:
-            entry = _arrival(I, F, B, HT, HI, TI, TF, FREE, now)
-        elif entry < -1:
-            entry = _timer(I, F, HT, HI, TI, TF, FREE, entry, now)
+        stale = entry >= 0  # a token's event stays on top while it runs: its next wait replaces it (heap_replace)
+        if not stale:
+            heap_pop(I, HT, HI)
+            if entry == -1:
+                entry = _arrival(I, F, B, HT, HI, TI, TF, FREE, now)
+            else:
+                entry = _timer(I, F, HT, HI, TI, TF, FREE, entry, now)
         if entry >= 0:  # step's one call site: inlined here
-            step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
+            step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now, stale)

@@ -288,3 +288,39 @@ def test_the_kernels_interval_search_is_bisect_right(ends: list[float], t: float
     values = sorted(ends)
     F = np.array([9.0] * base + values + [-9.0])  # values before and after the run must not be read
     assert K._first_after(F, base, len(values), t) == bisect.bisect_right(values, t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["push", "replace", "pop"]), st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0])),
+                max_size=40))
+def test_the_event_heap_pops_in_time_then_push_order_with_replaced_tops(ops: list[tuple[str, float]]) -> None:
+    """The loop leaves a running token's event on the heap's top and replaces it when the token waits again
+    (heap_replace: one sift-down for a pop and a push): every event must still come out earliest first, ties in push
+    order, as a pop and a push would give. Times only grow from the top's, as in the loop (events are never due
+    before now); plain Python kernels, as above."""
+    from meshsim.sim import fast_kernels as K
+
+    I = np.zeros(K.HEADER + K.FLAGS, dtype=np.int64)
+    I[2 * K.R_FLAGS], I[2 * K.R_FLAGS + 1] = K.HEADER, K.FLAGS
+    HT, HI = np.zeros(64 + K.MARGIN), np.zeros((64 + K.MARGIN, 2), dtype=np.int64)
+    reference: list[tuple[float, int, int]] = []  # (time, push order, entry), as heapq orders them
+    popped, seq = [], 0
+    for entry, (op, delay) in enumerate(ops):
+        now = min(reference)[0] if reference else 0.0
+        if op == "replace" and reference:
+            popped.append(min(reference)[2])
+            reference.remove(min(reference))
+            K.heap_replace(I, HT, HI, now + delay, entry)
+        elif op == "pop" and reference:
+            popped.append(min(reference)[2])
+            reference.remove(min(reference))
+            assert K.heap_pop(I, HT, HI) == popped[-1]
+            continue
+        else:
+            K.heap_push(I, HT, HI, now + delay, entry)
+        reference.append((now + delay, seq, entry))
+        seq += 1
+        assert HI[0, 1] == min(reference)[2]
+    while reference:
+        assert K.heap_pop(I, HT, HI) == min(reference)[2]
+        reference.remove(min(reference))
