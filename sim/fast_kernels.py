@@ -13,11 +13,12 @@ homogeneous arguments keep numba's compile time and every call cheap.
 
 The loop: requests are tokens running a small program of ops (sim/fast_program.py). A token is one request (or
 one branch of a fork) with a program counter, the delay it carries to its next station (``pending``, as in
-sim/system.py) and a stack of call frames. A token runs its ops until it must wait (``OP_YIELD`` with pending > 0):
-it goes on the event heap and resumes there, in time order, so every station is booked in the order of arrivals,
-as in the SimPy engine. The loop returns to Python when a random stream runs low (Python refills it from the same
-named generator) or the token pool or heap runs short (Python grows them): all state lives in arrays, so the loop
-simply continues where it was.
+sim/system.py) and a stack of call frames. A token runs its ops until it must wait (an op marked ``OP_WAIT``
+while pending > 0): it goes on the event heap and resumes there, in time order, so every station is booked in the
+order of arrivals, as in the SimPy engine; its event stays on the heap's top while it runs (``heap_replace``).
+The loop returns to Python when a random stream runs low (Python refills it from the same named generator) or the
+token pool or heap runs short (Python grows them): all state lives in arrays, so the loop simply continues where it
+was.
 
 Speed: a call between compiled functions passes every array as its fields (7 to 9 words each), so the hot path is
 inlined into ``run`` at numba's IR level (``jit_inline``): ``step`` (whose one caller is ``run``: a load generator
@@ -575,6 +576,9 @@ def _sift_down(HT, HI, n, t, seq, e):
 (OP_YIELD, OP_HOP, OP_PASS, OP_HOLD, OP_COMPUTE, OP_TLS, OP_HS_RTT, OP_CALL, OP_CALL_END, OP_GOSUB, OP_RET,
  OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
 OP_WIDTH = 8
+# An op whose code has OP_WAIT added first waits for the delay its token carries (``pending``): the lowering's
+# OP_YIELD folded into the op after it (sim/fast_program.py fold_waits), so the linked program has no OP_YIELD
+OP_WAIT = 32
 
 # token columns (TI: ints, then 4 per frame; TF: floats, then 4 per frame: the call's send time, 3 opening times)
 T_PC, T_SP, T_CONN, T_PARENT, T_KIND, T_WAIT, T_OWNER = range(7)
@@ -657,9 +661,9 @@ def _call(I, F, B, TI, TF, tok, route, now, pc):
 
 
 @jit_inline
-def _path_op(I, F, B, TI, TF, tok, o, now):
-    """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``o``: the op's index)."""
-    code = I[o]
+def _path_op(I, F, B, TI, TF, tok, code, o, now):
+    """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``code``: the op without
+    its wait, ``o``: its index)."""
     top = TI[tok, T_SP] - 1
     session = T_FRAMES + 4 * top + FR_SESSION
     pending = TF[tok, TF_PENDING]
@@ -755,11 +759,11 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
         pc = TI[tok, T_PC]
         o = at(I, R_OPS, pc, 0)
         code = I[o]
-        if code == OP_YIELD:
-            TI[tok, T_PC] = pc + 1
+        if code >= OP_WAIT:  # first wait for the delay the token carries, then run the op
+            code -= OP_WAIT
             pending = TF[tok, TF_PENDING]
             if pending > 0:
-                TF[tok, TF_PENDING] = 0.0
+                TF[tok, TF_PENDING] = 0.0  # the token resumes at this op with nothing to wait for
                 if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending, stale):
                     if stale:
                         heap_replace(I, HT, HI, now + pending, tok)
@@ -768,7 +772,7 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
                     return
                 now += pending  # nothing else happens before: go on without the heap (same order of events)
                 F[_lf(I, LF_NOW)] = now
-        elif code == OP_CALL:
+        if code == OP_CALL:
             TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, I[o + 1], now, pc)
         elif code == OP_CHOOSE:
             TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, _choose(I, F, B, I[o + 1]), now, pc)
@@ -809,7 +813,7 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
             _client_pre(I, F, B, TF, tok, o, now)
             TI[tok, T_PC] = pc + 1
         else:
-            _path_op(I, F, B, TI, TF, tok, o, now)
+            _path_op(I, F, B, TI, TF, tok, code, o, now)
             TI[tok, T_PC] = pc + 1
 
 

@@ -223,7 +223,7 @@ def link(lowering: Lowering) -> tuple:
     flat: list[list] = []
     for label, ops in lowering.blocks.items():
         start[label] = len(flat)
-        flat += ops
+        flat += fold_waits(ops)
     program = np.full((len(flat), 8), -1, dtype=np.int64)
     for pc, op in enumerate(flat):
         for k, arg in enumerate(op):
@@ -252,6 +252,23 @@ def link(lowering: Lowering) -> tuple:
         fk_pc[f, :len(labels)] = [start[label] for label in labels]
     tls_seen = np.zeros((max(len(lowering.tls_pairs), 1), lowering.connections), dtype=np.int64)
     return (program, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc), start[("client",)]
+
+
+def fold_waits(ops: list[list]) -> list[list]:
+    """A block's ops with every OP_YIELD folded into the op after it (its code + OP_WAIT): the loop waits there
+    without dispatching an op of its own (a quarter of a request's ops were waits). A wait is never a block's last
+    op, so every one has an op to fold into; labels point at the op that waits, which waits as the YIELD did."""
+    folded: list[list] = []
+    wait = False
+    for op in ops:
+        if op[0] == V.OP_YIELD:
+            wait = True
+            continue
+        folded.append([op[0] + V.OP_WAIT, *op[1:]] if wait else op)
+        wait = False
+    if wait:
+        raise RuntimeError("a block of the compiled program ends with a wait")
+    return folded
 
 
 def station_arrays(lowering: Lowering) -> tuple:

@@ -324,3 +324,17 @@ def test_the_event_heap_pops_in_time_then_push_order_with_replaced_tops(ops: lis
     while reference:
         assert K.heap_pop(I, HT, HI) == min(reference)[2]
         reference.remove(min(reference))
+
+
+def test_a_wait_is_folded_into_the_op_after_it() -> None:
+    """The linked program has no OP_YIELD: each marks the op after it (code + OP_WAIT), which waits before it runs;
+    a block cannot end with a wait (it would have no op to wait at)."""
+    from meshsim.sim import fast_kernels as K
+    from meshsim.sim.fast_program import fold_waits
+
+    ops = [[K.OP_HOP, 0, 1, 100, 0], [K.OP_YIELD], [K.OP_PASS, 0, 3, 100, 0, 1, 0, 2], [K.OP_YIELD], [K.OP_RET]]
+    assert fold_waits(ops) == [[K.OP_HOP, 0, 1, 100, 0], [K.OP_PASS + K.OP_WAIT, 0, 3, 100, 0, 1, 0, 2],
+                               [K.OP_RET + K.OP_WAIT]]
+    assert max(op[0] for op in ops if op[0] != K.OP_YIELD) < K.OP_WAIT
+    with pytest.raises(RuntimeError, match="ends with a wait"):
+        fold_waits([[K.OP_HOP, 0, 1, 100, 0], [K.OP_YIELD]])
