@@ -108,12 +108,14 @@ def _indices_from_the_start() -> Iterator[None]:
 
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
-(R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
+(R_STREAM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
  R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
  R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
- R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(43)
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(42)
+REGIONS = 42
 INT_REGIONS = tuple(range(R_FLAGS + 1))
-HEADER = 2 * 43
+HEADER = 2 * REGIONS
+STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
@@ -143,7 +145,10 @@ def at(I, region, row, col):
     width = WIDTHS[region]  # a constant once inlined where the region is: the branch folds away
     if width < 0:
         width = I[2 * region + 1]
-    return I[2 * region] + row * width + col
+    offset = OFFSETS[region]  # likewise: the regions at fixed offsets need no load of their offset
+    if offset < 0:
+        offset = I[2 * region]
+    return offset + row * width + col
 
 
 @jit
@@ -154,10 +159,10 @@ def flag(I, k):
 @jit
 def draw(I, B, s):
     """The next value of stream ``s`` (flags the refill when the stream runs low)."""
-    p = at(I, R_POS, s, 0)
+    p = at(I, R_STREAM, s, STREAM_POS)
     i = I[p]
     I[p] = i + 1
-    if i >= I[at(I, R_LIM, s, 0)]:
+    if i >= I[p + STREAM_LIM - STREAM_POS]:
         I[at(I, R_FLAGS, 0, G_LOW)] = 1
     return B[s, i]
 
@@ -608,10 +613,20 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 # Row widths the code fixes (-1: the scenario sets it; read from I's header). A constant width makes ``at`` a load
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
-    R_POS: 1, R_LIM: 1, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
+    R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
     R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_NSTART: CORE_SLOTS, R_NEND: CORE_SLOTS, R_NLAST: 1, R_NFLOOR: 1,
-    R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(43))
+    R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
+# Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
+# tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
+# and, last of I's, the streams' positions (two per draw), so ``at`` gives a constant index without loading the
+# region's offset first. Layout puts them there.
+_FIXED_I = (R_FLAGS, R_LOADI, R_NETI, R_STREAM)
+_FIXED_F = (R_LOADF, R_NETF, R_GF)
+OFFSETS = tuple(
+    HEADER + sum(WIDTHS[r] for r in _FIXED_I[:_FIXED_I.index(region)]) if region in _FIXED_I else
+    sum(WIDTHS[r] for r in _FIXED_F[:_FIXED_F.index(region)]) if region in _FIXED_F else -1
+    for region in range(REGIONS))
 
 
 @jit

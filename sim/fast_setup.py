@@ -68,7 +68,8 @@ class FastSetup:
         for row, replay in enumerate(self.lowering.balancer_replays):
             balancers[row, K.BAL_NEXT] = replayed[replay]
         buffers = StreamBuffers(self.lowering.streams.refills, self._buffer)
-        buffers.attach(self.layout.view(K.R_POS)[:, 0], self.layout.view(K.R_LIM)[:, 0])
+        streams = self.layout.view(K.R_STREAM)
+        buffers.attach(streams[:, K.STREAM_POS], streams[:, K.STREAM_LIM])
         return buffers
 
     def _check_rebind(self, streams: Streams) -> None:
@@ -221,7 +222,7 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
     flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
     n_streams = max(len(lowering.streams.refills), 1)
     tables = {
-        K.R_POS: np.zeros(n_streams, dtype=np.int64), K.R_LIM: np.zeros(n_streams, dtype=np.int64),
+        K.R_STREAM: np.zeros((n_streams, 2), dtype=np.int64),
         K.R_STI: st_i, K.R_QTAG: quota_tag, K.R_PXI: px_i, K.R_BIND: bind, K.R_NCORES: ncores, K.R_NCOUNT: count,
         K.R_NETI: net_i[None, :], K.R_BALI: bal_i, K.R_ACTIVE: active, K.R_OPS: ops, K.R_RPC: route_pc,
         K.R_RBAL: route_bal, K.R_CHS: ch_stream, K.R_CHN: ch_n, K.R_CHR: ch_route, K.R_TLS: tls_seen,
