@@ -37,6 +37,10 @@ import numpy as np
 
 PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
 CORE_SLOTS = PRUNE_AT + 2
+# a core's row of F (region R_CORE): when its last booking ends, the floor below which its old intervals were
+# forgotten, then its booked intervals as (start, end) pairs, in order: one base address serves a whole booking
+CORE_LAST, CORE_FLOOR, CORE_START = range(3)
+CORE_WIDTH = CORE_START + 2 * CORE_SLOTS
 QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
 CFS_PERIOD = 0.1
 LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
@@ -110,9 +114,9 @@ def _indices_from_the_start() -> Iterator[None]:
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
 (R_STREAM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
  R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
- R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
- R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(42)
-REGIONS = 42
+ R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_CORE, R_NETF,
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(39)
+REGIONS = 39
 INT_REGIONS = tuple(range(R_FLAGS + 1))
 HEADER = 2 * REGIONS
 STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
@@ -183,49 +187,54 @@ def node_run(I, F, node, start, work, now):
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
-        if F[at(I, R_NLAST, row, 0)] <= start:  # a core idle from `start` on (the first such core takes it)
+        c = at(I, R_CORE, row, 0)
+        if F[c + CORE_LAST] <= start:  # a core idle from `start` on (the first such core takes it)
             end = start + work
-            F[at(I, R_NLAST, row, 0)] = end
-            if I[at(I, R_NCOUNT, row, 0)] >= PRUNE_AT:
+            F[c + CORE_LAST] = end
+            count = at(I, R_NCOUNT, row, 0)
+            if I[count] >= PRUNE_AT:
                 _trim(I, F, row, now)
-            k = I[at(I, R_NCOUNT, row, 0)]
-            F[at(I, R_NSTART, row, k)] = start
-            F[at(I, R_NEND, row, k)] = end
-            I[at(I, R_NCOUNT, row, 0)] = k + 1
+            k = I[count]
+            F[c + CORE_START + 2 * k] = start
+            F[c + CORE_START + 2 * k + 1] = end
+            I[count] = k + 1
             return end
     return _fit(I, F, node, start, work, now)
 
 
 @jit
 def _first_after(F, base, n, t):
-    """bisect_right over the n sorted values at F[base:], scanned from the end: its callers ask for the first
-    interval ending after a time at or past the clock, and of a core's booked intervals only a few (about 4 of 19 on
-    chain3 at 3500 rps) end after it, so the scan takes fewer, predictable steps than a bisection."""
+    """bisect_right over the n sorted values at F[base], F[base + 2], ... (a core's interval ends), scanned from the
+    end: its callers ask for the first interval ending after a time at or past the clock, and of a core's booked
+    intervals only a few (about 4 of 19 on chain3 at 3500 rps) end after it, so the scan takes fewer, predictable
+    steps than a bisection."""
     index = n
-    while index > 0 and F[base + index - 1] > t:
+    while index > 0 and F[base + 2 * index - 2] > t:
         index -= 1
     return index
 
 
 @jit
 def _fit(I, F, node, start, work, now):
-    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
+    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit). Interval
+    k of a core starts at F[s0 + 2 k] and ends at F[s0 + 2 k + 1]."""
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     best_begin, best_row, best_index = np.inf, 0, 0
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
         n = I[at(I, R_NCOUNT, row, 0)]
-        s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
-        floor = F[at(I, R_NFLOOR, row, 0)]
+        c = at(I, R_CORE, row, 0)
+        s0 = c + CORE_START
+        floor = F[c + CORE_FLOOR]
         t = start if start > floor else floor
-        index = _first_after(F, e0, n, t)
-        if index < n and F[s0 + index] - t < work - 1e-15:
-            t = F[e0 + index] if F[e0 + index] > t else t
+        index = _first_after(F, s0 + 1, n, t)
+        if index < n and F[s0 + 2 * index] - t < work - 1e-15:
+            t = F[s0 + 2 * index + 1] if F[s0 + 2 * index + 1] > t else t
             index += 1
             while index < n and t < best_begin:  # past the best core's begin this core cannot win: stop
-                if F[s0 + index] - t >= work - 1e-15:
+                if F[s0 + 2 * index] - t >= work - 1e-15:
                     break
-                t = F[e0 + index] if F[e0 + index] > t else t
+                t = F[s0 + 2 * index + 1] if F[s0 + 2 * index + 1] > t else t
                 index += 1
         if t < best_begin:
             best_begin, best_row, best_index = t, row, index
@@ -233,15 +242,15 @@ def _fit(I, F, node, start, work, now):
                 break
     row = best_row
     n = I[at(I, R_NCOUNT, row, 0)]
-    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    c = at(I, R_CORE, row, 0)
+    s0 = c + CORE_START
     end = best_begin + work
     if best_index == n:
-        F[at(I, R_NLAST, row, 0)] = end
-    for k in range(n, best_index, -1):
-        F[s0 + k] = F[s0 + k - 1]
-        F[e0 + k] = F[e0 + k - 1]
-    F[s0 + best_index] = best_begin
-    F[e0 + best_index] = end
+        F[c + CORE_LAST] = end
+    for k in range(2 * n - 1, 2 * best_index - 1, -1):  # the later intervals move up one pair
+        F[s0 + k + 2] = F[s0 + k]
+    F[s0 + 2 * best_index] = best_begin
+    F[s0 + 2 * best_index + 1] = end
     I[at(I, R_NCOUNT, row, 0)] = n + 1
     if n + 1 > PRUNE_AT:
         _trim(I, F, row, now)
@@ -252,15 +261,14 @@ def _fit(I, F, node, start, work, now):
 def _trim(I, F, row, now):
     """Forget intervals that ended before now; of a long backlog keep the latest PRUNE_AT / 2 (NodeCores._trim)."""
     n = I[at(I, R_NCOUNT, row, 0)]
-    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
-    gone = _first_after(F, e0, n, now)
+    c = at(I, R_CORE, row, 0)
+    s0 = c + CORE_START
+    gone = _first_after(F, s0 + 1, n, now)
     if n - gone > PRUNE_AT // 2:
         gone = n - PRUNE_AT // 2
-        f = at(I, R_NFLOOR, row, 0)
-        F[f] = max(F[f], F[e0 + gone - 1])
-    for k in range(n - gone):
-        F[s0 + k] = F[s0 + k + gone]
-        F[e0 + k] = F[e0 + k + gone]
+        F[c + CORE_FLOOR] = max(F[c + CORE_FLOOR], F[s0 + 2 * gone - 1])
+    for k in range(2 * (n - gone)):
+        F[s0 + k] = F[s0 + k + 2 * gone]
     I[at(I, R_NCOUNT, row, 0)] = n - gone
 
 
@@ -615,14 +623,13 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_NSTART: CORE_SLOTS, R_NEND: CORE_SLOTS, R_NLAST: 1, R_NFLOOR: 1,
-    R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
+    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
-# and, last of I's, the streams' positions (two per draw), so ``at`` gives a constant index without loading the
+# and, last of I's, the streams' positions (two per draw), and of F's the node cores' rows, so ``at`` gives a constant index without loading the
 # region's offset first. Layout puts them there.
 _FIXED_I = (R_FLAGS, R_LOADI, R_NETI, R_STREAM)
-_FIXED_F = (R_LOADF, R_NETF, R_GF)
+_FIXED_F = (R_LOADF, R_NETF, R_GF, R_CORE)
 OFFSETS = tuple(
     HEADER + sum(WIDTHS[r] for r in _FIXED_I[:_FIXED_I.index(region)]) if region in _FIXED_I else
     sum(WIDTHS[r] for r in _FIXED_F[:_FIXED_F.index(region)]) if region in _FIXED_F else -1

@@ -328,9 +328,10 @@ def node_arrays(lowering: Lowering) -> tuple:
     width = max((len(c.last) for c in cores), default=1)
     ncores = np.array([len(c.last) for c in cores] or [0], dtype=np.int64)
     slowdown = np.array([c.slowdown for c in cores] or [1.0])
-    rows = n * width  # one row per (node, core)
-    return (ncores, slowdown, np.zeros((rows, K.CORE_SLOTS)), np.zeros((rows, K.CORE_SLOTS)),
-            np.zeros(rows, dtype=np.int64), np.full(rows, -np.inf), np.zeros(rows), width)
+    rows = n * width  # one row per (node, core): its last end, its floor, its intervals (kernels' CORE_*)
+    core_rows = np.zeros((rows, K.CORE_WIDTH))
+    core_rows[:, K.CORE_LAST] = -np.inf
+    return ncores, slowdown, core_rows, np.zeros(rows, dtype=np.int64), width
 
 
 def network_arrays(lowering: Lowering) -> tuple:

@@ -281,12 +281,14 @@ def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
        st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.25, 2.0, 3.0, 4.0]), st.integers(0, 3))
 def test_the_kernels_interval_search_is_bisect_right(ends: list[float], t: float, base: int) -> None:
     """_first_after scans a core's sorted interval ends from the back (few end after the clock): it must return
-    bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F. The kernel
-    functions are plain Python until numba compiles them, so this checks the very code the loop is built from."""
+    bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F, every other
+    value (a core's row interleaves its intervals' starts and ends). The kernel functions are plain Python until
+    numba compiles them, so this checks the very code the loop is built from."""
     from meshsim.sim import fast_kernels as K
 
     values = sorted(ends)
-    F = np.array([9.0] * base + values + [-9.0])  # values before and after the run must not be read
+    interleaved = [x for value in values for x in (value, 99.0)]  # the starts between the ends must not be read
+    F = np.array([9.0] * base + interleaved + [-9.0])  # values before and after the run must not be read
     assert K._first_after(F, base, len(values), t) == bisect.bisect_right(values, t)
 
 
