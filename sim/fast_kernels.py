@@ -13,11 +13,12 @@ homogeneous arguments keep numba's compile time and every call cheap.
 
 The loop: requests are tokens running a small program of ops (sim/fast_program.py). A token is one request (or
 one branch of a fork) with a program counter, the delay it carries to its next station (``pending``, as in
-sim/system.py) and a stack of call frames. A token runs its ops until it must wait (``OP_YIELD`` with pending > 0):
-it goes on the event heap and resumes there, in time order, so every station is booked in the order of arrivals,
-as in the SimPy engine. The loop returns to Python when a random stream runs low (Python refills it from the same
-named generator) or the token pool or heap runs short (Python grows them): all state lives in arrays, so the loop
-simply continues where it was.
+sim/system.py) and a stack of call frames. A token runs its ops until it must wait (an op marked ``OP_WAIT``
+while pending > 0): it goes on the event heap and resumes there, in time order, so every station is booked in the
+order of arrivals, as in the SimPy engine; its event stays on the heap's top while it runs (``heap_replace``).
+The loop returns to Python when a random stream runs low (Python refills it from the same named generator) or the
+token pool or heap runs short (Python grows them): all state lives in arrays, so the loop simply continues where it
+was.
 
 Speed: a call between compiled functions passes every array as its fields (7 to 9 words each), so the hot path is
 inlined into ``run`` at numba's IR level (``jit_inline``): ``step`` (whose one caller is ``run``: a load generator
@@ -36,6 +37,10 @@ import numpy as np
 
 PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
 CORE_SLOTS = PRUNE_AT + 2
+# a core's row of F (region R_CORE): when its last booking ends, the floor below which its old intervals were
+# forgotten, then its booked intervals as (start, end) pairs, in order: one base address serves a whole booking
+CORE_LAST, CORE_FLOOR, CORE_START = range(3)
+CORE_WIDTH = CORE_START + 2 * CORE_SLOTS
 QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
 CFS_PERIOD = 0.1
 LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
@@ -107,12 +112,14 @@ def _indices_from_the_start() -> Iterator[None]:
 
 
 # regions of I (int) and F (float); I[2 r] is region r's offset in its array, I[2 r + 1] its row width
-(R_POS, R_LIM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
+(R_STREAM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
  R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
- R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_NSTART, R_NEND, R_NLAST, R_NFLOOR, R_NETF,
- R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(43)
+ R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_CORE, R_NETF,
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(39)
+REGIONS = 39
 INT_REGIONS = tuple(range(R_FLAGS + 1))
-HEADER = 2 * 43
+HEADER = 2 * REGIONS
+STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
@@ -142,7 +149,10 @@ def at(I, region, row, col):
     width = WIDTHS[region]  # a constant once inlined where the region is: the branch folds away
     if width < 0:
         width = I[2 * region + 1]
-    return I[2 * region] + row * width + col
+    offset = OFFSETS[region]  # likewise: the regions at fixed offsets need no load of their offset
+    if offset < 0:
+        offset = I[2 * region]
+    return offset + row * width + col
 
 
 @jit
@@ -153,10 +163,10 @@ def flag(I, k):
 @jit
 def draw(I, B, s):
     """The next value of stream ``s`` (flags the refill when the stream runs low)."""
-    p = at(I, R_POS, s, 0)
+    p = at(I, R_STREAM, s, STREAM_POS)
     i = I[p]
     I[p] = i + 1
-    if i >= I[at(I, R_LIM, s, 0)]:
+    if i >= I[p + STREAM_LIM - STREAM_POS]:
         I[at(I, R_FLAGS, 0, G_LOW)] = 1
     return B[s, i]
 
@@ -177,49 +187,54 @@ def node_run(I, F, node, start, work, now):
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
-        if F[at(I, R_NLAST, row, 0)] <= start:  # a core idle from `start` on (the first such core takes it)
+        c = at(I, R_CORE, row, 0)
+        if F[c + CORE_LAST] <= start:  # a core idle from `start` on (the first such core takes it)
             end = start + work
-            F[at(I, R_NLAST, row, 0)] = end
-            if I[at(I, R_NCOUNT, row, 0)] >= PRUNE_AT:
+            F[c + CORE_LAST] = end
+            count = at(I, R_NCOUNT, row, 0)
+            if I[count] >= PRUNE_AT:
                 _trim(I, F, row, now)
-            k = I[at(I, R_NCOUNT, row, 0)]
-            F[at(I, R_NSTART, row, k)] = start
-            F[at(I, R_NEND, row, k)] = end
-            I[at(I, R_NCOUNT, row, 0)] = k + 1
+            k = I[count]
+            F[c + CORE_START + 2 * k] = start
+            F[c + CORE_START + 2 * k + 1] = end
+            I[count] = k + 1
             return end
     return _fit(I, F, node, start, work, now)
 
 
 @jit
 def _first_after(F, base, n, t):
-    """bisect_right over the n sorted values at F[base:], scanned from the end: its callers ask for the first
-    interval ending after a time at or past the clock, and of a core's booked intervals only a few (about 4 of 19 on
-    chain3 at 3500 rps) end after it, so the scan takes fewer, predictable steps than a bisection."""
+    """bisect_right over the n sorted values at F[base], F[base + 2], ... (a core's interval ends), scanned from the
+    end: its callers ask for the first interval ending after a time at or past the clock, and of a core's booked
+    intervals only a few (about 4 of 19 on chain3 at 3500 rps) end after it, so the scan takes fewer, predictable
+    steps than a bisection."""
     index = n
-    while index > 0 and F[base + index - 1] > t:
+    while index > 0 and F[base + 2 * index - 2] > t:
         index -= 1
     return index
 
 
 @jit
 def _fit(I, F, node, start, work, now):
-    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit)."""
+    """Every core has work booked past ``start``: the earliest gap that fits on any core (NodeCores._fit). Interval
+    k of a core starts at F[s0 + 2 k] and ends at F[s0 + 2 k + 1]."""
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     best_begin, best_row, best_index = np.inf, 0, 0
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
         n = I[at(I, R_NCOUNT, row, 0)]
-        s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
-        floor = F[at(I, R_NFLOOR, row, 0)]
+        c = at(I, R_CORE, row, 0)
+        s0 = c + CORE_START
+        floor = F[c + CORE_FLOOR]
         t = start if start > floor else floor
-        index = _first_after(F, e0, n, t)
-        if index < n and F[s0 + index] - t < work - 1e-15:
-            t = F[e0 + index] if F[e0 + index] > t else t
+        index = _first_after(F, s0 + 1, n, t)
+        if index < n and F[s0 + 2 * index] - t < work - 1e-15:
+            t = F[s0 + 2 * index + 1] if F[s0 + 2 * index + 1] > t else t
             index += 1
             while index < n and t < best_begin:  # past the best core's begin this core cannot win: stop
-                if F[s0 + index] - t >= work - 1e-15:
+                if F[s0 + 2 * index] - t >= work - 1e-15:
                     break
-                t = F[e0 + index] if F[e0 + index] > t else t
+                t = F[s0 + 2 * index + 1] if F[s0 + 2 * index + 1] > t else t
                 index += 1
         if t < best_begin:
             best_begin, best_row, best_index = t, row, index
@@ -227,15 +242,15 @@ def _fit(I, F, node, start, work, now):
                 break
     row = best_row
     n = I[at(I, R_NCOUNT, row, 0)]
-    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
+    c = at(I, R_CORE, row, 0)
+    s0 = c + CORE_START
     end = best_begin + work
     if best_index == n:
-        F[at(I, R_NLAST, row, 0)] = end
-    for k in range(n, best_index, -1):
-        F[s0 + k] = F[s0 + k - 1]
-        F[e0 + k] = F[e0 + k - 1]
-    F[s0 + best_index] = best_begin
-    F[e0 + best_index] = end
+        F[c + CORE_LAST] = end
+    for k in range(2 * n - 1, 2 * best_index - 1, -1):  # the later intervals move up one pair
+        F[s0 + k + 2] = F[s0 + k]
+    F[s0 + 2 * best_index] = best_begin
+    F[s0 + 2 * best_index + 1] = end
     I[at(I, R_NCOUNT, row, 0)] = n + 1
     if n + 1 > PRUNE_AT:
         _trim(I, F, row, now)
@@ -246,15 +261,14 @@ def _fit(I, F, node, start, work, now):
 def _trim(I, F, row, now):
     """Forget intervals that ended before now; of a long backlog keep the latest PRUNE_AT / 2 (NodeCores._trim)."""
     n = I[at(I, R_NCOUNT, row, 0)]
-    s0, e0 = at(I, R_NSTART, row, 0), at(I, R_NEND, row, 0)
-    gone = _first_after(F, e0, n, now)
+    c = at(I, R_CORE, row, 0)
+    s0 = c + CORE_START
+    gone = _first_after(F, s0 + 1, n, now)
     if n - gone > PRUNE_AT // 2:
         gone = n - PRUNE_AT // 2
-        f = at(I, R_NFLOOR, row, 0)
-        F[f] = max(F[f], F[e0 + gone - 1])
-    for k in range(n - gone):
-        F[s0 + k] = F[s0 + k + gone]
-        F[e0 + k] = F[e0 + k + gone]
+        F[c + CORE_FLOOR] = max(F[c + CORE_FLOOR], F[s0 + 2 * gone - 1])
+    for k in range(2 * (n - gone)):
+        F[s0 + k] = F[s0 + k + 2 * gone]
     I[at(I, R_NCOUNT, row, 0)] = n - gone
 
 
@@ -533,14 +547,34 @@ def heap_pop(I, HT, HI):
     entry = HI[0, 1]
     n = I[n_slot] - 1
     I[n_slot] = n
-    t, seq, e = HT[n], HI[n, 0], HI[n, 1]
+    _sift_down(HT, HI, n, HT[n], HI[n, 0], HI[n, 1])
+    return entry
+
+
+@jit_inline
+def heap_replace(I, HT, HI, t, entry):
+    """Pop the earliest entry and push (t, entry) in one sift-down from the top, where a pop and a push take a
+    sift-down and a sift-up: the loop leaves a token's own event on top while the token runs (nothing it pushes
+    can come before it: every push is due at or after now, with a later sequence number) and replaces it when the
+    token waits again. The heap's keys (time, sequence) are unique, so its shape does not change the order in which
+    they come out: the same events in the same order."""
+    seq_slot = at(I, R_FLAGS, 0, G_HEAP_SEQ)
+    seq = I[seq_slot]
+    I[seq_slot] = seq + 1
+    _sift_down(HT, HI, I[at(I, R_FLAGS, 0, G_HEAP_N)], t, seq, entry)
+
+
+@jit_inline
+def _sift_down(HT, HI, n, t, seq, e):
+    """Put (t, seq, e) in the hole at the top of a heap of n entries, moving the earlier child up until it fits."""
     i = 0
     while True:
         child = 2 * i + 1
         if child >= n:
             break
         # the earlier child, without a branch: which one is earlier is a coin toss a predictor mostly misses (slot
-        # n, past the heap, still holds an entry: reading it is safe, and the first term discards it)
+        # n, past the heap, is within the array (the loop keeps MARGIN slots free): reading it is safe, and the
+        # first term discards it)
         a, b = HT[child], HT[child + 1]
         child += (child + 1 < n) & ((b < a) | ((b == a) & (HI[child + 1, 0] < HI[child, 0])))
         if not _before(HT, HI, child, t, seq):
@@ -548,7 +582,6 @@ def heap_pop(I, HT, HI):
         HT[i], HI[i, 0], HI[i, 1] = HT[child], HI[child, 0], HI[child, 1]
         i = child
     HT[i], HI[i, 0], HI[i, 1] = t, seq, e
-    return entry
 
 
 # -- the event loop ---------------------------------------------------------------------------------------------------
@@ -556,6 +589,9 @@ def heap_pop(I, HT, HI):
 (OP_YIELD, OP_HOP, OP_PASS, OP_HOLD, OP_COMPUTE, OP_TLS, OP_HS_RTT, OP_CALL, OP_CALL_END, OP_GOSUB, OP_RET,
  OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
 OP_WIDTH = 8
+# An op whose code has OP_WAIT added first waits for the delay its token carries (``pending``): the lowering's
+# OP_YIELD folded into the op after it (sim/fast_program.py fold_waits), so the linked program has no OP_YIELD
+OP_WAIT = 32
 
 # token columns (TI: ints, then 4 per frame; TF: floats, then 4 per frame: the call's send time, 3 opening times)
 T_PC, T_SP, T_CONN, T_PARENT, T_KIND, T_WAIT, T_OWNER = range(7)
@@ -585,10 +621,19 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 # Row widths the code fixes (-1: the scenario sets it; read from I's header). A constant width makes ``at`` a load
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
-    R_POS: 1, R_LIM: 1, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
+    R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_NSTART: CORE_SLOTS, R_NEND: CORE_SLOTS, R_NLAST: 1, R_NFLOOR: 1,
-    R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(43))
+    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
+# Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
+# tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
+# and, last of I's, the streams' positions (two per draw), and of F's the node cores' rows, so ``at`` gives a constant index without loading the
+# region's offset first. Layout puts them there.
+_FIXED_I = (R_FLAGS, R_LOADI, R_NETI, R_STREAM)
+_FIXED_F = (R_LOADF, R_NETF, R_GF, R_CORE)
+OFFSETS = tuple(
+    HEADER + sum(WIDTHS[r] for r in _FIXED_I[:_FIXED_I.index(region)]) if region in _FIXED_I else
+    sum(WIDTHS[r] for r in _FIXED_F[:_FIXED_F.index(region)]) if region in _FIXED_F else -1
+    for region in range(REGIONS))
 
 
 @jit
@@ -638,9 +683,9 @@ def _call(I, F, B, TI, TF, tok, route, now, pc):
 
 
 @jit_inline
-def _path_op(I, F, B, TI, TF, tok, o, now):
-    """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``o``: the op's index)."""
-    code = I[o]
+def _path_op(I, F, B, TI, TF, tok, code, o, now):
+    """Ops along a request's path: hops, proxy passes and holds, app work, TLS sessions (``code``: the op without
+    its wait, ``o``: its index)."""
     top = TI[tok, T_SP] - 1
     session = T_FRAMES + 4 * top + FR_SESSION
     pending = TF[tok, TF_PENDING]
@@ -711,11 +756,16 @@ def _fork(I, HT, HI, TI, TF, FREE, tok, table, now):
 
 
 @jit
-def _runs_next(I, F, HT, TI, FREE, LAT, t):
+def _runs_next(I, F, HT, TI, FREE, LAT, t, stale):
     """Whether a token due at ``t`` is the next event: strictly before the heap's earliest and the window's next
-    change, and the loop would not stop first to refill a stream or grow its tables."""
+    change, and the loop would not stop first to refill a stream or grow its tables. ``stale``: the heap's top is
+    the running token's own event (heap_replace), so the earliest other one is the earlier of its children."""
     n = I[at(I, R_FLAGS, 0, G_HEAP_N)]
-    if n > 0 and HT[0] <= t:
+    if stale:
+        n -= 1
+        if (n > 0 and HT[1] <= t) or (n > 1 and HT[2] <= t):
+            return False
+    elif n > 0 and HT[0] <= t:
         return False
     if t >= _control_time(I, F) or I[at(I, R_FLAGS, 0, G_LOW)] == 1:
         return False
@@ -724,23 +774,27 @@ def _runs_next(I, F, HT, TI, FREE, LAT, t):
 
 
 @jit_inline
-def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
-    """Run token ``tok`` at time ``now`` until it waits, forks, or ends."""
+def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
+    """Run token ``tok`` at time ``now`` until it waits, forks, or ends. ``stale``: the heap's top is still the
+    token's own event, which its wait replaces (heap_replace) and its end pops."""
     while True:
         pc = TI[tok, T_PC]
         o = at(I, R_OPS, pc, 0)
         code = I[o]
-        if code == OP_YIELD:
-            TI[tok, T_PC] = pc + 1
+        if code >= OP_WAIT:  # first wait for the delay the token carries, then run the op
+            code -= OP_WAIT
             pending = TF[tok, TF_PENDING]
             if pending > 0:
-                TF[tok, TF_PENDING] = 0.0
-                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending):
-                    heap_push(I, HT, HI, now + pending, tok)
+                TF[tok, TF_PENDING] = 0.0  # the token resumes at this op with nothing to wait for
+                if not _runs_next(I, F, HT, TI, FREE, LAT, now + pending, stale):
+                    if stale:
+                        heap_replace(I, HT, HI, now + pending, tok)
+                    else:
+                        heap_push(I, HT, HI, now + pending, tok)
                     return
                 now += pending  # nothing else happens before: go on without the heap (same order of events)
                 F[_lf(I, LF_NOW)] = now
-        elif code == OP_CALL:
+        if code == OP_CALL:
             TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, I[o + 1], now, pc)
         elif code == OP_CHOOSE:
             TI[tok, T_PC] = _call(I, F, B, TI, TF, tok, _choose(I, F, B, I[o + 1]), now, pc)
@@ -758,10 +812,14 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             TI[tok, T_SP] = sp
             TI[tok, T_PC] = TI[tok, T_FRAMES + 4 * sp + FR_RET]
         elif code == OP_FORK:
+            if stale:
+                heap_pop(I, HT, HI)
             TI[tok, T_PC] = pc + 1
             _fork(I, HT, HI, TI, TF, FREE, tok, I[o + 1], now)
             return
         elif code == OP_END_BRANCH:
+            if stale:
+                heap_pop(I, HT, HI)
             parent = TI[tok, T_PARENT]
             TI[parent, T_WAIT] -= 1
             if TI[parent, T_WAIT] == 0:
@@ -769,13 +827,15 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
             _release(I, FREE, tok)
             return
         elif code == OP_END_REQUEST:
+            if stale:
+                heap_pop(I, HT, HI)
             _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now)
             return
         elif code == OP_CLIENT_PRE:
             _client_pre(I, F, B, TF, tok, o, now)
             TI[tok, T_PC] = pc + 1
         else:
-            _path_op(I, F, B, TI, TF, tok, o, now)
+            _path_op(I, F, B, TI, TF, tok, code, o, now)
             TI[tok, T_PC] = pc + 1
 
 
@@ -1086,11 +1146,14 @@ def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
                 return DONE
             continue
         now = HT[0]
-        entry = heap_pop(I, HT, HI)
+        entry = HI[0, 1]
         F[_lf(I, LF_NOW)] = now
-        if entry == -1:
-            entry = _arrival(I, F, B, HT, HI, TI, TF, FREE, now)
-        elif entry < -1:
-            entry = _timer(I, F, HT, HI, TI, TF, FREE, entry, now)
+        stale = entry >= 0  # a token's event stays on top while it runs: its next wait replaces it (heap_replace)
+        if not stale:
+            heap_pop(I, HT, HI)
+            if entry == -1:
+                entry = _arrival(I, F, B, HT, HI, TI, TF, FREE, now)
+            else:
+                entry = _timer(I, F, HT, HI, TI, TF, FREE, entry, now)
         if entry >= 0:  # step's one call site: inlined here
-            step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now)
+            step(I, F, B, HT, HI, TI, TF, FREE, LAT, entry, now, stale)

@@ -15,12 +15,17 @@ class Layout:
         shapes: dict[int, tuple[int, int]] = {}
         sizes = {"int": K.HEADER, "float": 0}
         offsets: dict[int, int] = {}
-        for region, table in tables.items():
+        # the regions at the offsets the compiled loop fixes (OFFSETS) first, in their order
+        for region in sorted(tables, key=lambda r: (K.OFFSETS[r] < 0, K.OFFSETS[r])):
+            table = tables[region]
             rows, width = (table.shape[0], 1) if table.ndim == 1 else (table.shape[0], int(np.prod(table.shape[1:])))
             if K.WIDTHS[region] >= 0 and width != K.WIDTHS[region]:  # the loop would index it with its fixed width
                 raise RuntimeError(f"region {region}'s rows are {width} wide, the compiled loop's WIDTHS says "
                                    f"{K.WIDTHS[region]}")
             kind = "int" if region in K.INT_REGIONS else "float"
+            if K.OFFSETS[region] >= 0 and sizes[kind] != K.OFFSETS[region]:  # it would read another region there
+                raise RuntimeError(f"region {region} would start at {sizes[kind]}, the compiled loop's OFFSETS says "
+                                   f"{K.OFFSETS[region]}")
             offsets[region] = sizes[kind]
             shapes[region] = (rows, width)
             sizes[kind] += max(rows * width, 1)

@@ -223,7 +223,7 @@ def link(lowering: Lowering) -> tuple:
     flat: list[list] = []
     for label, ops in lowering.blocks.items():
         start[label] = len(flat)
-        flat += ops
+        flat += fold_waits(ops)
     program = np.full((len(flat), 8), -1, dtype=np.int64)
     for pc, op in enumerate(flat):
         for k, arg in enumerate(op):
@@ -252,6 +252,23 @@ def link(lowering: Lowering) -> tuple:
         fk_pc[f, :len(labels)] = [start[label] for label in labels]
     tls_seen = np.zeros((max(len(lowering.tls_pairs), 1), lowering.connections), dtype=np.int64)
     return (program, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc), start[("client",)]
+
+
+def fold_waits(ops: list[list]) -> list[list]:
+    """A block's ops with every OP_YIELD folded into the op after it (its code + OP_WAIT): the loop waits there
+    without dispatching an op of its own (a quarter of a request's ops were waits). A wait is never a block's last
+    op, so every one has an op to fold into; labels point at the op that waits, which waits as the YIELD did."""
+    folded: list[list] = []
+    wait = False
+    for op in ops:
+        if op[0] == V.OP_YIELD:
+            wait = True
+            continue
+        folded.append([op[0] + V.OP_WAIT, *op[1:]] if wait else op)
+        wait = False
+    if wait:
+        raise RuntimeError("a block of the compiled program ends with a wait")
+    return folded
 
 
 def station_arrays(lowering: Lowering) -> tuple:
@@ -311,9 +328,10 @@ def node_arrays(lowering: Lowering) -> tuple:
     width = max((len(c.last) for c in cores), default=1)
     ncores = np.array([len(c.last) for c in cores] or [0], dtype=np.int64)
     slowdown = np.array([c.slowdown for c in cores] or [1.0])
-    rows = n * width  # one row per (node, core)
-    return (ncores, slowdown, np.zeros((rows, K.CORE_SLOTS)), np.zeros((rows, K.CORE_SLOTS)),
-            np.zeros(rows, dtype=np.int64), np.full(rows, -np.inf), np.zeros(rows), width)
+    rows = n * width  # one row per (node, core): its last end, its floor, its intervals (kernels' CORE_*)
+    core_rows = np.zeros((rows, K.CORE_WIDTH))
+    core_rows[:, K.CORE_LAST] = -np.inf
+    return ncores, slowdown, core_rows, np.zeros(rows, dtype=np.int64), width
 
 
 def network_arrays(lowering: Lowering) -> tuple:

@@ -68,7 +68,8 @@ class FastSetup:
         for row, replay in enumerate(self.lowering.balancer_replays):
             balancers[row, K.BAL_NEXT] = replayed[replay]
         buffers = StreamBuffers(self.lowering.streams.refills, self._buffer)
-        buffers.attach(self.layout.view(K.R_POS)[:, 0], self.layout.view(K.R_LIM)[:, 0])
+        streams = self.layout.view(K.R_STREAM)
+        buffers.attach(streams[:, K.STREAM_POS], streams[:, K.STREAM_LIM])
         return buffers
 
     def _check_rebind(self, streams: Streams) -> None:
@@ -212,7 +213,7 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
     ops, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc = program
     st_i, st_f, free_at, busy, quota_used, quota_tag = station_arrays(lowering)
     px_i, px_f, bind, post, export = proxy_arrays(lowering)
-    ncores, slowdown, starts, ends, count, last, floor, width = node_arrays(lowering)
+    ncores, slowdown, core_rows, count, width = node_arrays(lowering)
     net_i, net_f = network_arrays(lowering)
     bal_i, active, ewma = balancer_arrays(lowering)
     load_i, load_f, th_i, th_f, profile = load_arrays(workload, horizon, streams, lowering.streams, client_pc)
@@ -221,15 +222,15 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
     flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
     n_streams = max(len(lowering.streams.refills), 1)
     tables = {
-        K.R_POS: np.zeros(n_streams, dtype=np.int64), K.R_LIM: np.zeros(n_streams, dtype=np.int64),
+        K.R_STREAM: np.zeros((n_streams, 2), dtype=np.int64),
         K.R_STI: st_i, K.R_QTAG: quota_tag, K.R_PXI: px_i, K.R_BIND: bind, K.R_NCORES: ncores, K.R_NCOUNT: count,
         K.R_NETI: net_i[None, :], K.R_BALI: bal_i, K.R_ACTIVE: active, K.R_OPS: ops, K.R_RPC: route_pc,
         K.R_RBAL: route_bal, K.R_CHS: ch_stream, K.R_CHN: ch_n, K.R_CHR: ch_route, K.R_TLS: tls_seen,
         K.R_FKN: fk_n, K.R_FKPC: fk_pc, K.R_LOADI: load_i[None, :], K.R_THI: th_i, K.R_FLAGS: flags[None, :],
         K.R_STF: st_f, K.R_FREE: free_at, K.R_BUSY: busy, K.R_QUSED: quota_used, K.R_PXF: px_f, K.R_POST: post,
-        K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_NSTART: starts, K.R_NEND: ends, K.R_NLAST: last,
-        K.R_NFLOOR: floor, K.R_NETF: net_f[None, :], K.R_EWMA: ewma, K.R_CHW: ch_w, K.R_LOADF: load_f[None, :],
-        K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile, K.R_SAMPLES: samples,
+        K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_CORE: core_rows, K.R_NETF: net_f[None, :], K.R_EWMA: ewma,
+        K.R_CHW: ch_w, K.R_LOADF: load_f[None, :], K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile,
+        K.R_SAMPLES: samples,
     }
     return tables, len(lowering.proxy_list)
 

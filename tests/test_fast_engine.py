@@ -281,10 +281,62 @@ def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
        st.sampled_from([-1.0, 0.0, 0.5, 1.0, 1.25, 2.0, 3.0, 4.0]), st.integers(0, 3))
 def test_the_kernels_interval_search_is_bisect_right(ends: list[float], t: float, base: int) -> None:
     """_first_after scans a core's sorted interval ends from the back (few end after the clock): it must return
-    bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F. The kernel
-    functions are plain Python until numba compiles them, so this checks the very code the loop is built from."""
+    bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F, every other
+    value (a core's row interleaves its intervals' starts and ends). The kernel functions are plain Python until
+    numba compiles them, so this checks the very code the loop is built from."""
     from meshsim.sim import fast_kernels as K
 
     values = sorted(ends)
-    F = np.array([9.0] * base + values + [-9.0])  # values before and after the run must not be read
+    interleaved = [x for value in values for x in (value, 99.0)]  # the starts between the ends must not be read
+    F = np.array([9.0] * base + interleaved + [-9.0])  # values before and after the run must not be read
     assert K._first_after(F, base, len(values), t) == bisect.bisect_right(values, t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["push", "replace", "pop"]), st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0])),
+                max_size=40))
+def test_the_event_heap_pops_in_time_then_push_order_with_replaced_tops(ops: list[tuple[str, float]]) -> None:
+    """The loop leaves a running token's event on the heap's top and replaces it when the token waits again
+    (heap_replace: one sift-down for a pop and a push): every event must still come out earliest first, ties in push
+    order, as a pop and a push would give. Times only grow from the top's, as in the loop (events are never due
+    before now); plain Python kernels, as above."""
+    from meshsim.sim import fast_kernels as K
+
+    I = np.zeros(K.HEADER + K.FLAGS, dtype=np.int64)
+    I[2 * K.R_FLAGS], I[2 * K.R_FLAGS + 1] = K.HEADER, K.FLAGS
+    HT, HI = np.zeros(64 + K.MARGIN), np.zeros((64 + K.MARGIN, 2), dtype=np.int64)
+    reference: list[tuple[float, int, int]] = []  # (time, push order, entry), as heapq orders them
+    popped, seq = [], 0
+    for entry, (op, delay) in enumerate(ops):
+        now = min(reference)[0] if reference else 0.0
+        if op == "replace" and reference:
+            popped.append(min(reference)[2])
+            reference.remove(min(reference))
+            K.heap_replace(I, HT, HI, now + delay, entry)
+        elif op == "pop" and reference:
+            popped.append(min(reference)[2])
+            reference.remove(min(reference))
+            assert K.heap_pop(I, HT, HI) == popped[-1]
+            continue
+        else:
+            K.heap_push(I, HT, HI, now + delay, entry)
+        reference.append((now + delay, seq, entry))
+        seq += 1
+        assert HI[0, 1] == min(reference)[2]
+    while reference:
+        assert K.heap_pop(I, HT, HI) == min(reference)[2]
+        reference.remove(min(reference))
+
+
+def test_a_wait_is_folded_into_the_op_after_it() -> None:
+    """The linked program has no OP_YIELD: each marks the op after it (code + OP_WAIT), which waits before it runs;
+    a block cannot end with a wait (it would have no op to wait at)."""
+    from meshsim.sim import fast_kernels as K
+    from meshsim.sim.fast_program import fold_waits
+
+    ops = [[K.OP_HOP, 0, 1, 100, 0], [K.OP_YIELD], [K.OP_PASS, 0, 3, 100, 0, 1, 0, 2], [K.OP_YIELD], [K.OP_RET]]
+    assert fold_waits(ops) == [[K.OP_HOP, 0, 1, 100, 0], [K.OP_PASS + K.OP_WAIT, 0, 3, 100, 0, 1, 0, 2],
+                               [K.OP_RET + K.OP_WAIT]]
+    assert max(op[0] for op in ops if op[0] != K.OP_YIELD) < K.OP_WAIT
+    with pytest.raises(RuntimeError, match="ends with a wait"):
+        fold_waits([[K.OP_HOP, 0, 1, 100, 0], [K.OP_YIELD]])
