@@ -97,8 +97,12 @@ class ProxyModel:
 
     def held_fraction(self, kind: str) -> float:
         """The part of a pass of this kind that holds the worker: its side's, else the proxy's ``cpu_fraction``."""
-        side = self.sides.get(pass_side(kind))
-        return side.cpu_fraction if side is not None else self.cpu_fraction
+        return self.side_fraction(pass_side(kind))
+
+    def side_fraction(self, side: str) -> float:
+        """The held fraction of a side's passes ('' for a load balancer's): its own, else ``cpu_fraction``."""
+        own = self.sides.get(side)
+        return own.cpu_fraction if own is not None else self.cpu_fraction
 
 
 @dataclass(frozen=True)

@@ -313,7 +313,7 @@ def proxy_arrays(lowering: Lowering) -> tuple:
         px_i[k, K.PX_NPOST], px_i[k, K.PX_NEXP] = len(entries), len(p.exports)
         px_f[k, K.PX_PER_KB] = p.per_kb
         for side, code in SIDE_CODES.items():  # a side without its own fraction holds the proxy's
-            px_f[k, K.PX_FRACTION + code] = p.model.held_fraction(f"{side}_request" if side else "request")
+            px_f[k, K.PX_FRACTION + code] = p.model.side_fraction(side)
         for j, entry in enumerate(entries):
             post[k, j] = entry
         for j, e in enumerate(p.exports):
