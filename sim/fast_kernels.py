@@ -623,11 +623,12 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: 11, R_SLOW: 1, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3, R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
+    R_QUSED: QUOTA_RING, R_PXF: PX_WINSET + 1, R_SLOW: 1, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
+    R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
-# and, last of I's, the streams' positions (two per draw), and of F's the node cores' rows, so ``at`` gives a constant index without loading the
-# region's offset first. Layout puts them there.
+# and, last of I's, the streams' positions (two per draw), and of F's the node cores' rows, so ``at`` gives a
+# constant index without loading the region's offset first. Layout puts them there.
 _FIXED_I = (R_FLAGS, R_LOADI, R_NETI, R_STREAM)
 _FIXED_F = (R_LOADF, R_NETF, R_GF, R_CORE)
 OFFSETS = tuple(

@@ -298,7 +298,7 @@ def proxy_arrays(lowering: Lowering) -> tuple:
     posts = max((sum(map(len, p.post.values())) for p in proxies), default=1) or 1
     exports = max((len(p.exports) for p in proxies), default=1) or 1
     px_i = np.zeros((n, 9), dtype=np.int64)
-    px_f = np.zeros((n, 11))
+    px_f = np.zeros((n, K.WIDTHS[K.R_PXF]))
     post = np.zeros((n, posts, 3))
     export = np.zeros((n, exports, 3))
     streams = lowering.streams

@@ -113,7 +113,7 @@ def test_a_wrong_side_names_its_key(data: dict, message: str) -> None:
     assert "\n" not in str(err.value)
 
 
-def _write_side_runs(root, rng) -> None:
+def _write_side_runs(root, rng) -> tuple:
     """Both-sidecars and server-sidecar runs at two rates whose latency does not change with the rate; the server's
     sidecar burns 0.6 of its passes beside a client sidecar (0.9 alone), the client's its passes plus 0.15 ms."""
     import math

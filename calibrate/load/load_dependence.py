@@ -254,6 +254,14 @@ FRACTION_SOURCES = {
 }
 
 
+def preferred_cpu_entry(cpu_entries: Sequence[dict[str, Any]], key: str, path: str) -> dict[str, Any] | None:
+    """The plaintext CPU-per-request entry of ``key`` (a cpu_seconds key), from runs of ``path`` when there are
+    some, else from another path's; None without one."""
+    entries = [e for e in cpu_entries if e["component"] == key and not e["features"]]
+    entries.sort(key=lambda e: e["path"] != path)
+    return entries[0] if entries else None
+
+
 def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition, notes: list[str],
                   without_wake: dict[str, tuple[float, str]] | None = None) -> dict[str, tuple[float, str]]:
     """``cpu_fraction`` per model section: measured CPU per pass / fitted mean pass time, capped at 1.
@@ -280,11 +288,9 @@ def cpu_fractions(cpu_entries: Sequence[dict[str, Any]], decomp: Decomposition, 
                 pass_total += 2 * pass_ms
                 used.append(f"{why} over 2 x {pass_ms:.4g} ms fitted mean pass")
                 continue
-            entries = [e for e in cpu_entries if e["component"] == key and not e["features"]]
-            entries.sort(key=lambda e: e["path"] != path)  # the path the pass was fitted from first
-            if not entries:
+            e = preferred_cpu_entry(cpu_entries, key, path)
+            if e is None:
                 continue
-            e = entries[0]
             cost_ms = float(e["cpu_ms_per_request"])
             if not cost_ms > 0:
                 notes.append(f"CPU per request of {key} ({e['path']}) is {cost_ms:.4g} ms (not positive): "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from meshsim.calibrate.fit.decomposition import Decomposition
+from meshsim.calibrate.load.load_dependence import preferred_cpu_entry
 
 # side -> (the cpu_seconds key of its sidecar, the fitted pass components it may match)
 SIDE_SOURCES = {"inbound": ("server/sidecar", ("proxy.inbound_pass", "proxy.pass")),
@@ -76,11 +77,9 @@ def _cpu_per_request(key: str, cpu_entries: Sequence[dict[str, Any]],
                      without_wake: dict[str, tuple[float, str]]) -> tuple[float, str] | None:
     if key in without_wake and without_wake[key][0] > 0:
         return without_wake[key]
-    entries = sorted((e for e in cpu_entries if e["component"] == key and not e["features"]
-                      and float(e["cpu_ms_per_request"]) > 0), key=lambda e: e["path"] != PREFERRED_PATH)
-    if not entries:
+    e = preferred_cpu_entry(cpu_entries, key, PREFERRED_PATH)
+    if e is None or not float(e["cpu_ms_per_request"]) > 0:
         return None
-    e = entries[0]
     rates = "/".join(f"{q:.0f}" for q in e["rates"])
     return float(e["cpu_ms_per_request"]) * 1e-3, f"slope of {key}'s cores over {e['path']} runs at {rates} rps"
 
