@@ -15,7 +15,7 @@ from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
-from meshsim.calibrate.fit.decomposition import Decomposition, decompose
+from meshsim.calibrate.fit.decomposition import Decomposition, decompose, decompose_with_cold_wakes
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
@@ -250,7 +250,14 @@ def _with_wakeups(first: dict[str, Any], decomp: Decomposition, replay: Sequence
     if extra.cold is None:
         return decomp
     say("fitting the passes again with the reference rate's wake-ups as known parts")
-    return decompose(ref_runs, fams, say, cold=extra.cold)
+    refit, shares = decompose_with_cold_wakes(ref_runs, extra.cold, fams, say)
+    fewer = {side: share for side, share in shares.items() if share < 1}
+    if fewer:
+        extra.notes.append("the reference runs refused the cold wakes their idle gaps predict; the passes were "
+                           "fitted with " + ", ".join(f"{share:.0%} of the {side} side's" for side, share in
+                                                      fewer.items()) + " (the simulator still adds all)")
+        say(extra.notes[-1])
+    return refit
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,

@@ -13,12 +13,13 @@ Runs with several features at once are not used (their increments are not separa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 from meshsim.calibrate.fit.convolution import Grid, GridPmf, from_observation, power
 from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.fit.acceptance import FitRefused
 from meshsim.calibrate.fit.deconvolution import ComponentFit, Term, component_pmf, fit_component
 from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.fit.mle import FitResult, fit_best
@@ -40,6 +41,11 @@ class ColdWakes:
     resume_cpu_s: float
     inbound: tuple[float, float]
     outbound: tuple[float, float]
+
+    def scaled(self, side: str, factor: float) -> "ColdWakes":
+        """The same wake-ups with ``side``'s cold wakes scaled by ``factor`` (its resumes unchanged)."""
+        resumes, colds = self.inbound if side == "inbound" else self.outbound
+        return replace(self, **{side: (resumes, colds * factor)})
 
     def pmf(self, grid: Grid, side: str) -> GridPmf:
         """One proxy's wake-ups per request: a constant resume cost and 0, 1 or 2 cold wakes over its two passes
@@ -151,6 +157,59 @@ def decompose(
         out.notes.append(f"not used (several features at once, increments not separable): {', '.join(multi)}")
     _fit_proxy_lb(runs, grid, base, fit, out)
     return out
+
+
+COLD_SHARES = (1.0, 0.5, 0.0)  # of the predicted cold wakes a reference run may hold, per side
+
+
+def _sides_of(component: str) -> tuple[str, ...]:
+    """The sides whose cold wakes are known parts of ``component``'s fit."""
+    if component.endswith(".inbound") or component == "proxy.inbound_pass":
+        return ("inbound",)
+    if component.endswith(".outbound") or component == "proxy.outbound_pass":
+        return ("outbound",)
+    return ("inbound", "outbound") if component.startswith(("proxy.", "feature.")) else ()
+
+
+def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Sequence[Family] | None = None,
+                              progress: Progress | None = None) -> tuple[Decomposition, dict[str, float]]:
+    """``decompose`` with the cold wakes the idle gaps predict as known parts. A busy machine keeps its cores
+    awake, so a run may hold fewer than its gaps predict, and then no candidate reproduces it over all of them:
+    the refusing side is tried with each smaller share (COLD_SHARES) and the share whose passes reproduce the runs
+    most likely is kept (the passes must not hold the wake-ups the runs lack either).
+    Returns the decomposition and the share of the predicted cold wakes taken per side."""
+    say = progress or (lambda _m: None)
+
+    def attempt(share: dict[str, float]) -> Decomposition:
+        known = cold.scaled("inbound", share["inbound"]).scaled("outbound", share["outbound"])
+        return decompose(runs, families, say, cold=known)
+
+    full = {"inbound": 1.0, "outbound": 1.0}
+    try:
+        return attempt(full), full
+    except FitRefused as exc:
+        refused = exc
+    tried = []
+    for level in COLD_SHARES[1:]:
+        sides = set(_sides_of(refused.component))
+        if not sides:
+            raise refused
+        while True:  # a side that refuses in turn is taken down to the same share
+            share = {s: level if s in sides else 1.0 for s in full}
+            say(f"{refused.component} refuses its runs over the predicted cold wakes; trying "
+                + ", ".join(f"{share[s]:.0%} of the {s} side's" for s in sorted(sides)))
+            try:
+                tried.append((attempt(share), share))
+                break
+            except FitRefused as again:
+                more = set(_sides_of(again.component)) - sides
+                if not more:
+                    break
+                sides |= more
+    if not tried:
+        raise refused
+    common = set.intersection(*(set(d.components) for d, _ in tried))
+    return max(tried, key=lambda t: sum(t[0].components[c].best.loglik for c in common))
 
 
 def _fit_proxy_lb(runs: Sequence[Run], grid: Grid, base: GridPmf,
