@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -20,6 +21,15 @@ from meshsim.tools import find_binary
 # someone run them under `-n N --dist loadgroup`, they stay together on one worker: their session fixtures (the
 # kube-apiserver, its network namespace) start once, and two labs never measure at the same time.
 REAL_PROCESS_MARKERS = ("lab", "kube", "browser")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run as a background job (``.ci/run &`` in a script), the tests would inherit SIGINT ignored (POSIX shells
+    start background jobs so), and so would every command they start: the tests that interrupt a real ``meshsim``
+    with SIGINT would see it run to the end. An ignored SIGINT becomes Python's own again (an exec resets a handler
+    to the default, but not an ignored signal)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
