@@ -189,7 +189,7 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
         return attempt(full), full
     except FitRefused as exc:
         refused = exc
-    tried = []
+    tried: list[tuple[Decomposition, dict[str, float]]] = []
     for level in COLD_SHARES[1:]:
         sides = set(_sides_of(refused.component))
         if not sides:
