@@ -162,13 +162,10 @@ def decompose(
 COLD_SHARES = (1.0, 0.5, 0.0)  # of the predicted cold wakes a reference run may hold, per side
 
 
-def _sides_of(component: str) -> tuple[str, ...]:
-    """The sides whose cold wakes are known parts of ``component``'s fit."""
-    if component.endswith(".inbound") or component == "proxy.inbound_pass":
-        return ("inbound",)
-    if component.endswith(".outbound") or component == "proxy.outbound_pass":
-        return ("outbound",)
-    return ("inbound", "outbound") if component.startswith(("proxy.", "feature.")) else ()
+# the sides whose cold wakes are known parts of a proxy pass's fit (a feature that refuses its runs is left out
+# inside decompose, so only these can refuse; the load balancer's passes have no cold wakes under them)
+COLD_SIDES = {"proxy.inbound_pass": ("inbound",), "proxy.outbound_pass": ("outbound",),
+              "proxy.pass": ("inbound", "outbound")}
 
 
 def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Sequence[Family] | None = None,
@@ -191,7 +188,7 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
         refused = exc
     tried: list[tuple[Decomposition, dict[str, float]]] = []
     for level in COLD_SHARES[1:]:
-        sides = set(_sides_of(refused.component))
+        sides = set(COLD_SIDES.get(refused.component, ()))
         if not sides:
             raise refused
         while True:  # a side that refuses in turn is taken down to the same share
@@ -202,7 +199,7 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
                 tried.append((attempt(share), share))
                 break
             except FitRefused as again:
-                more = set(_sides_of(again.component)) - sides
+                more = set(COLD_SIDES.get(again.component, ())) - sides
                 if not more:
                     break
                 sides |= more
