@@ -186,11 +186,11 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
         return attempt(full), full
     except FitRefused as exc:
         refused = exc
+    if refused.component not in COLD_SIDES:
+        raise refused
     tried: list[tuple[Decomposition, dict[str, float]]] = []
     for level in COLD_SHARES[1:]:
-        sides = set(COLD_SIDES.get(refused.component, ()))
-        if not sides:
-            raise refused
+        sides = set(COLD_SIDES[refused.component])
         while True:  # a side that refuses in turn is taken down to the same share
             share = {s: level if s in sides else 1.0 for s in full}
             say(f"{refused.component} refuses its runs over the predicted cold wakes; trying "
