@@ -26,8 +26,8 @@ from meshsim.sim.engine import Horizon, run_replication
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine
 from meshsim.sim.fast_engine import run_fast_replication
 from meshsim.sim.predict import horizon_for, predict
-from meshsim.sim.stats import latency_summary, t_interval
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
+from engine_pairs import engine_disagreements
 from simkit import plain, tandem_topology
 
 TOPOLOGIES = ("single", "chain3", "lb3", "edge", "bookinfo", "emojivoto")
@@ -55,37 +55,12 @@ def _request(topology: str, mesh: str, load: str, **extra):
     return build_request(options)
 
 
-def _summaries(run, request) -> list[dict[str, float]]:
-    horizon = horizon_for(request.workload.load, request.settings)
-    out = []
-    for rep in range(REPS):
-        result = run(request.scenario, request.workload, horizon, SEED, rep)
-        summary = latency_summary(result.latencies)
-        summary["utilisation"] = max(u.hottest for u in result.usage.values())
-        summary["achieved_rps"] = result.achieved_rps
-        out.append(summary)
-    return out
-
-
-def _agree(fast: list[dict[str, float]], simpy: list[dict[str, float]], key: str) -> str | None:
-    a = t_interval([s[key] for s in fast])
-    b = t_interval([s[key] for s in simpy])
-    gap = abs(a.value - b.value)
-    # both half-widths plus a float-rounding floor (identical runs have zero spread in a deterministic metric)
-    if gap <= a.half_width + b.half_width + 1e-9 * max(abs(b.value), 1.0):
-        return None
-    return f"{key}: fast {a.value:.6g} +- {a.half_width:.3g}, simpy {b.value:.6g} +- {b.half_width:.3g}"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("load", LOADS)
 @pytest.mark.parametrize("mesh", MESHES)
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_engines_agree_within_their_confidence_intervals(topology: str, mesh: str, load: str) -> None:
-    request = _request(topology, mesh, load)
-    fast, simpy = _summaries(run_fast_replication, request), _summaries(run_replication, request)
-    problems = [p for key in ("p50", "p90", "p99", "utilisation", "achieved_rps")
-                if (p := _agree(fast, simpy, key)) is not None]
+    problems = engine_disagreements(_request(topology, mesh, load), SEED, REPS)
     assert not problems, f"{topology} x {mesh} x {load}: " + "; ".join(problems)
 
 
@@ -99,9 +74,7 @@ def test_engines_agree_within_their_confidence_intervals(topology: str, mesh: st
 def test_engines_agree_on_mechanisms_off_the_defaults(options: dict) -> None:
     """Tracing collectors, mTLS handshakes, central LBs, CPU quotas, new connections per request, server scope."""
     request = build_request(PredictOptions(rps=400.0, duration_s=2.0, connections=16, **options))
-    fast, simpy = _summaries(run_fast_replication, request), _summaries(run_replication, request)
-    problems = [p for key in ("p50", "p90", "p99", "utilisation", "achieved_rps")
-                if (p := _agree(fast, simpy, key)) is not None]
+    problems = engine_disagreements(request, SEED, REPS)
     assert not problems, f"{options}: " + "; ".join(problems)
 
 

@@ -19,9 +19,9 @@ from meshsim.distributions import Deterministic, Exponential
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
 from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for
-from meshsim.sim.stats import latency_summary, t_interval
+from meshsim.sim.stats import t_interval
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
+from engine_pairs import SUMMARY_KEYS, disagreement, replication_summary, replications
 from simkit import plain, station_topology, tandem_topology
 
 MS = 1e-3
@@ -71,28 +71,14 @@ def test_deterministic_timelines_are_the_same_on_both_engines(load, horizon: Hor
 
 
 def _runs(run, request, reps: int = REPS) -> list[ReplicationResult]:
-    horizon = horizon_for(request.workload.load, request.settings)
-    return [run(request.scenario, request.workload, horizon, SEED, rep) for rep in range(reps)]
-
-
-def _disagreements(fast: list[float], simpy: list[float], what: str) -> list[str]:
-    a, b = t_interval(fast), t_interval(simpy)
-    if abs(a.value - b.value) <= a.half_width + b.half_width + 1e-9 * max(abs(b.value), 1.0):
-        return []
-    return [f"{what}: fast {a.value:.6g} +- {a.half_width:.3g}, simpy {b.value:.6g} +- {b.half_width:.3g}"]
-
-
-def _summary(result: ReplicationResult) -> dict[str, float]:
-    summary = latency_summary(result.latencies)
-    summary["utilisation"] = max(u.hottest for u in result.usage.values())
-    summary["achieved_rps"] = result.achieved_rps
-    return summary
+    return replications(run, request, SEED, reps)
 
 
 def _compare(fast: list[ReplicationResult], simpy: list[ReplicationResult]) -> list[str]:
     """Summaries, then per window: mean latency of the requests sent in it, achieved rate, bottleneck cores."""
-    problems = [p for key in ("p50", "p90", "p99", "utilisation", "achieved_rps")
-                for p in _disagreements([_summary(r)[key] for r in fast], [_summary(r)[key] for r in simpy], key)]
+    fast_summaries, simpy_summaries = [replication_summary(r) for r in fast], [replication_summary(r) for r in simpy]
+    problems = [p for key in SUMMARY_KEYS if (p := disagreement([s[key] for s in fast_summaries],
+                                                                 [s[key] for s in simpy_summaries], key)) is not None]
     if fast[0].series is None:
         return problems
     hot = max(fast[0].series.instance_cores, key=lambda n: fast[0].series.instance_cores[n].sum())
@@ -102,8 +88,9 @@ def _compare(fast: list[ReplicationResult], simpy: list[ReplicationResult]) -> l
         for what, value in (("mean latency", lambda s: float(np.mean(s.latencies[k]))),
                             ("achieved rps", lambda s: s.completed[k] / (s.edges[k + 1] - s.edges[k])),
                             (f"{hot} cores", lambda s: float(s.instance_cores[hot][k]))):
-            problems += _disagreements([value(r.series) for r in fast], [value(r.series) for r in simpy],
-                                       f"window {k} {what}")
+            problem = disagreement([value(r.series) for r in fast], [value(r.series) for r in simpy],
+                                   f"window {k} {what}")
+            problems += [problem] if problem else []
     return problems
 
 
