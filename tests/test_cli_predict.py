@@ -119,6 +119,15 @@ def test_table_output_names_bottleneck_and_saturation(capsys):
         assert word in text
 
 
+@pytest.mark.parametrize("load, extra", [("open", ["--rps", "200"]), ("fortio", ["--rps", "200"]),
+                                         ("sequential", []), ("wrk2", ["--rps", "200"])])
+def test_table_header_names_the_load_as_the_flag_does(capsys, load, extra):
+    """`--load open` prints load=open (the JSON keeps the load's model class: inputs.load.model)."""
+    assert main(["predict", "--topology", "single", "--load", load, *extra, *QUICK]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.split(" load=")[1].split()[0] == load, head
+
+
 CYCLE = """schema: meshsim/topology/v1
 name: loop
 entry: a

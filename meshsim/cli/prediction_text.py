@@ -10,12 +10,17 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
+# the JSON names a load by its model's class; the header by the word --load takes
+LOAD_WORDS = {"OpenLoad": "open", "FortioLoad": "fortio", "SequentialLoad": "sequential", "Wrk2Load": "wrk2"}
+
+
 def prediction_table(d: dict[str, Any]) -> str:
     inp = d["inputs"]
     load = inp["load"]
-    rate = load.get("rps") or load.get("rps")
+    rate = load.get("rps")
     head = (f"meshsim predict: {inp['topology']['name']} on {inp['mesh']['name']}"
-            f" features={','.join(inp['features']) or 'none'} lb={inp['lb']} load={load['model']}"
+            f" features={','.join(inp['features']) or 'none'} lb={inp['lb']}"
+            f" load={LOAD_WORDS.get(load['model'], load['model'])}"
             + (f" rate={rate:g} rps" if rate else "")
             + (f" connections={load['connections']}" if "connections" in load else "")
             + (f" threads={load['threads']}" if "threads" in load else ""))
