@@ -21,6 +21,7 @@ from meshsim.request import PredictOptions
 from meshsim.sim.predict import ENGINE
 
 CACHE_ENV = "MESHSIM_CACHE"  # overrides the default cache folder
+ROW_FORMAT = 2  # the columns of a cached row (2: active_features); a row of another format is another key
 
 
 def default_cache_dir() -> Path:
@@ -39,7 +40,7 @@ def _model_identity(model: Any) -> str:
 
 def point_key(options: PredictOptions) -> str:
     """Hex digest of everything that determines a point's numbers."""
-    described: dict[str, Any] = {"meshsim": __version__, "engine": ENGINE}
+    described: dict[str, Any] = {"meshsim": __version__, "engine": ENGINE, "row_format": ROW_FORMAT}
     for f in fields(options):
         value = getattr(options, f.name)
         if f.name in ("topology", "mesh"):

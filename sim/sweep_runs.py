@@ -35,7 +35,7 @@ from meshsim.request import PredictOptions, build_request
 from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
 from meshsim.sim.replication_runs import stop_workers
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
-from meshsim.sweep_grid import SweepGrid, SweepPoint
+from meshsim.sweep_grid import NO_FEATURES, SweepGrid, SweepPoint
 
 PERCENTILE_COLUMNS = ("p50", "p90", "p99", "p999", "max")
 OnPoint = Callable[[int, int], None]  # (finished points, all points), after each point
@@ -64,6 +64,9 @@ def point_row(options: PredictOptions) -> dict[str, Any]:
         row[f"{key}_ms"] = estimate.value / MS
         row[f"{key}_ms_lo"] = estimate.lo / MS
         row[f"{key}_ms_hi"] = estimate.hi / MS
+    # the grid's features column is the --vary item added to the mesh's defaults ("none": the defaults alone); this
+    # one says what was on at the point (istio's telemetry, linkerd's mTLS)
+    row["active_features"] = "+".join(prediction.inputs["features"]) or NO_FEATURES
     row["achieved_rps"] = prediction.achieved_rps.value
     row["bottleneck"] = prediction.bottleneck
     row["bottleneck_utilization"] = prediction.utilization.get(prediction.bottleneck, math.nan)

@@ -65,6 +65,8 @@ def test_rows_are_the_predictions_and_the_cache_resumes(tmp_path: Path) -> None:
     for key in ("p50", "p90", "p99", "p999", "max"):
         assert (table[f"{key}_ms_lo"] <= table[f"{key}_ms"]).all() and (table[f"{key}_ms"] <= table[f"{key}_ms_hi"]).all()
     assert {"achieved_rps", "bottleneck", "bottleneck_utilization", "saturated", "cpu_server/sidecar"} <= set(table.columns)
+    # the grid's feature set is "none" (the defaults alone); istio's default telemetry is what was on
+    assert list(table["active_features"]) == ["none", "none", "telemetry", "telemetry"]
     # a row is exactly the prediction of its options (the same seed gives the same numbers)
     point = grid.points()[3]
     direct = predict_options(point.options)
