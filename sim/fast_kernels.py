@@ -702,8 +702,8 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
         hold(I, F, I[o + 1], TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 2]], now + pending)
     elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
         pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True) - now
-    elif code == OP_TLS:
-        seen = at(I, R_TLS, I[o + 1], TI[tok, T_CONN])
+    elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session
+        seen = at(I, R_TLS, I[o + 1], 0)
         if I[seen] == 0:
             I[seen] = 1
             TI[tok, session] = 1

@@ -250,7 +250,7 @@ def link(lowering: Lowering) -> tuple:
     fk_pc = np.zeros((max(len(forks), 1), fw), dtype=np.int64)
     for f, labels in enumerate(forks):
         fk_pc[f, :len(labels)] = [start[label] for label in labels]
-    tls_seen = np.zeros((max(len(lowering.tls_pairs), 1), lowering.connections), dtype=np.int64)
+    tls_seen = np.zeros((max(len(lowering.tls_pairs), 1), 1), dtype=np.int64)  # per proxy pair: its session made
     return (program, route_pc, route_bal, ch_stream, ch_n, ch_w, ch_route, tls_seen, fk_n, fk_pc), start[("client",)]
 
 

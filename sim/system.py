@@ -89,7 +89,9 @@ class System:
                        make_station(f"edge:{hop.name}", hop.workers, False, streams) if hop.workers else None,
                        streams.sampler(f"edge:{hop.name}:service", hop.service) if hop.service else None)
                       for hop in topo.network.edge]
-        self.tls_sessions: set[tuple[int, str, str]] = set()
+        # mTLS between two proxies rides on the calling proxy's own upstream connections, not on the client's: the
+        # pair's first call makes the handshake, every later one reuses the session (see models/README.md, mtls)
+        self.tls_pairs: set[tuple[str, str]] = set()
         self._share_node_cpu()
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
         self.host_cpu_time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
@@ -302,9 +304,9 @@ class System:
         sent = env.now + pending
         new_session = False
         if self.mtls and out is not None and inbound is not None:
-            key = (conn, out.instance, inbound.instance)
-            if key not in self.tls_sessions:
-                self.tls_sessions.add(key)
+            pair = (out.instance, inbound.instance)
+            if pair not in self.tls_pairs:
+                self.tls_pairs.add(pair)
                 new_session = True
         # request direction
         if out is not None:

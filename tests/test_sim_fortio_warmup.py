@@ -13,15 +13,12 @@ from conftest import fortio_echo_server, require_component
 
 from meshsim.calibrate.measure.fortio_result import parse_result
 from meshsim.calibrate.measure.tables import measurements_dir
-from meshsim.catalog import load_mesh, load_topology
 from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
-from meshsim.scenario import build_scenario
 from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.predict import predict, run_prediction
-from meshsim.request import PredictRequest
-from meshsim.workload import FortioLoad, RunSettings, Workload, validate_load
+from meshsim.sim.predict import predict
+from meshsim.workload import FortioLoad, Workload, validate_load
 from simkit import plain, station_topology
 from test_sim_loadgen import fortio_calls
 
@@ -123,18 +120,14 @@ def test_warmups_are_outside_count_rate_and_busy_time(version, start):
 
 @pytest.mark.slow
 def test_short_and_long_runs_agree_with_64_mtls_connections():
-    """Issue 12: a short default run booked all 64 handshakes in the timed window (p99 ~4x the long run's)."""
+    """Issue 12: a short default run booked all 64 handshakes in the timed window (p99 ~4x the long run's). Since
+    2026-11-25 a proxy pair makes one mTLS session whatever the client's connections (tests/test_mtls_sessions.py,
+    where the model of a session per client connection fails), and fortio's warm-up makes it before the window."""
     kwargs = dict(rps=1000, load="fortio", features=["mtls"], connections=64, replications=4, processes=1,
                   saturation=False)
     short = predict("single", "istio", **kwargs).latency["p99"]  # the default: 5000 requests, 5 s
     long = predict("single", "istio", duration_s=15.0, **kwargs).latency["p99"]
     assert abs(short.value - long.value) <= short.half_width + long.half_width, (short, long)
-    # the same short run without the warm-up (the old model) does not agree: the test can fail
-    scenario = build_scenario(load_topology("single"), load_mesh("istio"), ["mtls"], "client", "both")
-    cold = run_prediction(PredictRequest(scenario, Workload(FortioLoad(1000.0, 64, warmup="none")),
-                                         RunSettings(replications=4, processes=1, saturation_search=False))
-                          ).latency["p99"]
-    assert cold.value - cold.half_width > 2 * (long.value + long.half_width), (cold, long)
 
 
 # -- real fortio ---------------------------------------------------------------------------------------------------
