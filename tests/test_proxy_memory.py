@@ -267,6 +267,31 @@ def test_rss_sampler_reads_a_real_process_and_keeps_the_steady_half() -> None:
     assert steady_mb([]) is None and steady_mb([5.0, 1.0, 2.0, 3.0]) == 2.5
 
 
+def test_a_childs_peak_is_its_own_not_the_peak_of_the_process_that_started_it() -> None:
+    """A child that holds 32 MiB, started by a process whose own peak is 300 MiB: VmHWM (peak_rss_mb_of) reads the
+    child's 32 MiB; ru_maxrss from wait4, which Linux keeps across execve, reads the parent's 300 (why the lab's
+    probe no longer records fortio's memory from it)."""
+    import os
+    import time
+
+    from meshsim.calibrate.measure.lab.supervisor import peak_rss_mb_of
+
+    ballast = bytearray(300 * 2**20)
+    ballast[::4096] = b"1" * len(ballast[::4096])
+    code = "import time; x = bytearray(32 * 2**20); x[::4096] = b'1' * len(x[::4096]); del x; time.sleep(1.5)"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    del ballast
+    try:
+        peaks = RssSampler({"p": proc.pid}, interval_s=0.05, read=peak_rss_mb_of).start()
+        time.sleep(1.2)
+        seen = peaks.stop()["p"]
+    finally:
+        _, _, usage = os.wait4(proc.pid, 0)  # it ends by itself after 1.5 s
+    assert 32 < max(seen) < 150  # its own peak (32 MiB and the interpreter), kept after the block was freed
+    assert seen == sorted(seen)  # a high-water mark only grows
+    assert usage.ru_maxrss / 1024 > 300  # what the probe used to record as fortio's peak
+    assert peak_rss_mb_of(proc.pid) is None  # gone: nothing to read
+
 # -- run folders: meshsim fit writes the memory block ----------------------------------------------------------------
 
 def _memory_runs(root, connections=(1, 4, 16, 64), rates=(100.0, 1000.0)) -> None:

@@ -32,6 +32,7 @@ from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
 from meshsim.calibrate.measure.lab.supervisor import (
     cpu_seconds_of,
     interrupts_deferred,
+    peak_rss_mb_of,
     pid_start_ticks,
     rss_mb_of,
     unblock_interrupts,
@@ -40,6 +41,7 @@ from meshsim.calibrate.measure.lab.supervisor import (
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
 DEFAULT_MAX_ERROR_FRACTION = 0.001
 SATURATION_RATIO = 0.95  # achieved/requested rps below this: the lab could not carry the load
+PEAK_INTERVAL_S = 0.05  # how often fortio's peak memory is read while it runs
 DEFAULT_OUT = Path("measurements") / "lab"
 
 
@@ -120,7 +122,7 @@ class FortioRun:
     access_log: Path
     argv: list[str]
     cpu_seconds: float  # fortio's own user+system CPU (rusage)
-    max_rss_mb: float
+    peak_rss_mb: float | None  # fortio's highest VmHWM read while it ran (None: it ended before the first read)
 
 
 def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extra: Sequence[str] = (),
@@ -135,7 +137,12 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
                                     preexec_fn=unblock_interrupts)
             if ledger is not None:
                 ledger.add_process("client/load", proc.pid, pid_start_ticks(proc.pid))
+        # its memory from /proc while it runs: wait4's ru_maxrss is kept across execve, so it would hold this
+        # (larger) process's peak rather than fortio's
+        peak = RssSampler({"fortio": proc.pid}, interval_s=PEAK_INTERVAL_S, read=peak_rss_mb_of).start()
         try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped: its pid is still its own
+            peak.stop()
             _, status, usage = os.wait4(proc.pid, 0)  # rusage: the load generator's own CPU
         except KeyboardInterrupt:
             proc.terminate()
@@ -143,6 +150,8 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
             if ledger is not None:
                 ledger.forget_process(proc.pid)
             raise
+        finally:
+            peak.stop()
         proc.returncode = os.waitstatus_to_exitcode(status)
         if ledger is not None:
             ledger.forget_process(proc.pid)
@@ -150,7 +159,7 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
         tail = (work / "fortio.log").read_text(errors="replace").strip().splitlines()[-2:]
         raise RunFailed(f"lab probe: fortio load exited with code {proc.returncode} against {url}: {' | '.join(tail)}")
     return FortioRun(json.loads(json_out.read_text()), access, argv, usage.ru_utime + usage.ru_stime,
-                     usage.ru_maxrss / 1024)
+                     max(peak.samples.get("fortio", ()), default=None))
 
 
 def _cpu_snapshot(state: LabState) -> dict[str, float | None]:
@@ -227,7 +236,7 @@ def _usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | Non
     """CPU seconds over the load and steady resident memory during it (after it when unsampled), per component
     (replicas add up)."""
     cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
-    memory: dict[str, float] = {"client/app": round(run.max_rss_mb, 1)}
+    memory: dict[str, float] = {} if run.peak_rss_mb is None else {"client/app": round(run.peak_rss_mb, 1)}
     for proc in state.processes:
         key = component_of(proc.name)  # replicas add up under one component
         before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
@@ -256,7 +265,8 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
         notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
     notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
                  "(client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, the median "
-                 "of the second half of samples every 0.25 s (client/app: fortio's peak RSS)")
+                 "of the second half of samples every 0.25 s (client/app: fortio's peak RSS, the highest VmHWM "
+                 f"read every {PEAK_INTERVAL_S:g} s while it ran)")
     if state.cpu_limit_backend:
         notes.append(f"cpu limit via {state.cpu_limit_backend}")
     return notes

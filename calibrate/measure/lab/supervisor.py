@@ -91,16 +91,28 @@ def cpu_seconds_of(pid: int) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb_of(pid: int) -> float | None:
-    """Resident set size of a live process from /proc/PID/status, in MB (None when it is gone)."""
+def _status_mb(pid: int, key: str) -> float | None:
+    """A kB field of /proc/PID/status in MB (None when the process is gone or, as a zombie, has no memory)."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
+
+
+def rss_mb_of(pid: int) -> float | None:
+    """Resident set size of a live process from /proc/PID/status, in MB (None when it is gone)."""
+    return _status_mb(pid, "VmRSS:")
+
+
+def peak_rss_mb_of(pid: int) -> float | None:
+    """The highest resident set size a live process has had since its last execve (VmHWM), in MB. Unlike
+    getrusage's ru_maxrss, which Linux keeps across execve, it does not hold the peak of the process that started
+    it."""
+    return _status_mb(pid, "VmHWM:")
 
 
 @dataclass
