@@ -225,12 +225,12 @@ def _interval(values: list[float], results: list[ReplicationResult], expected: f
     return controlled_interval(values, [r.started for r in results], expected)
 
 
-COMPILING = "building the fast engine (first run only: two to five minutes; kept on disk afterwards)"
+COMPILING = "building the fast engine (first run only: up to four minutes; kept on disk afterwards)"
 
 
 def load_compiled_engine(progress: Progress | None = None) -> None:
     """Load the compiled engine into this process now; the first time (no native module, nothing in numba's disk
-    cache) it is built, which takes two to five minutes, and says so first."""
+    cache) it is built, which takes up to four minutes, and says so first."""
     if progress and not compiled_code_cached():
         progress(COMPILING)
     from meshsim.sim.fast_engine import load_compiled

@@ -193,7 +193,7 @@ def _load_compiled_on_workers(client: Any, progress: Progress | None) -> None:
     workers = list(client.scheduler_info()["workers"])
     if progress:
         progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its cache "
-                 "builds it first: two to five minutes)")
+                 "builds it first: up to four minutes)")
     futures = [client.submit(load_compiled, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
                              allow_other_workers=False, pure=False) for address in workers]
     try:
