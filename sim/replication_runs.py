@@ -41,9 +41,11 @@ def _run(job: Job, replication: int) -> ReplicationResult:
 
 def stop_workers(pool: ProcessPoolExecutor) -> None:
     """Cancel what is queued and terminate the worker processes now (Python < 3.14 has no public call for it)."""
+    results = getattr(pool, "_result_queue", None)  # shutting down lets go of it: taken first
     terminate = getattr(pool, "terminate_workers", None)
     if terminate is not None:
         terminate()
+        _close_writer(results)
         return
     workers = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
@@ -56,6 +58,17 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
         # thread records the exit code, and the worker would look alive for a moment to the caller
         while worker.exitcode is None and time.monotonic() < deadline:
             time.sleep(0.001)
+    _close_writer(results)
+
+
+def _close_writer(results: object) -> None:
+    """A worker terminated while it wrote its result leaves half a message in the results pipe, and the pool's
+    manager thread reading it waits for the rest for ever -- and the interpreter's exit joins that thread: the
+    command finishes its work and never exits. This process holds the pipe's one other write end (its workers
+    inherited it); closed once they are gone, the read ends instead (EOF: the manager marks the pool broken)."""
+    writer = getattr(results, "_writer", None)
+    if writer is not None and not writer.closed:
+        writer.close()
 
 
 class ReplicationRunner:

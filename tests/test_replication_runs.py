@@ -76,6 +76,38 @@ def test_closing_stops_the_replications_running_ahead() -> None:
     assert not any(worker.is_alive() for worker in workers)
 
 
+HALF_WRITTEN = r"""
+import multiprocessing, os, struct, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from meshsim.sim.replication_runs import stop_workers
+
+def half_a_result(_):
+    # what a worker terminated in the middle of sending its result leaves: a message's header and part of it
+    os.write(POOL[0]._result_queue._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)
+    time.sleep(60)
+
+POOL = [ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))]
+POOL[0].submit(half_a_result, 0)
+time.sleep(1.0)  # the manager thread is now reading the rest of that message
+stop_workers(POOL[0])
+print("stopped", flush=True)
+"""
+
+
+def test_a_worker_stopped_while_it_sent_its_result_does_not_keep_the_process_alive() -> None:
+    """A worker terminated mid-send left half a message in the results pipe; the pool's manager thread read it and
+    waited for the rest for ever, and the interpreter's exit waits for that thread: a `meshsim study` once finished
+    its work and never exited. The same state made on purpose: the process must end on its own."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", HALF_WRITTEN], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit within 30 s of stopping its workers")
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
+
+
 def _request(processes: int, precision: float | None) -> PredictRequest:
     extra = dict(replications=3) if precision is None else dict(precision=precision)
     request = build_request(PredictOptions(**OPTIONS, **extra, processes=processes))
