@@ -113,6 +113,12 @@ def _component_colors(curves: Mapping[str, Curve]) -> dict[str, str]:
     return {name: COMPONENT_PALETTE[i % len(COMPONENT_PALETTE)] for i, name in enumerate(names)}
 
 
+def _cores(point: Mapping, component: str) -> str:
+    """A component's CPU in a hover text; a node's (``node:NAME``) has none of its own: its users' add up there."""
+    cores = point.get("cpu_cores", {}).get(component)
+    return f" ({cores:.3g} cores)" if cores is not None else ""
+
+
 def utilization_figure(curves: Mapping[str, Curve]) -> go.Figure:
     """Utilisation per component against rate, one panel per mesh, the saturation rate and bottleneck marked."""
     if not any(curves.values()):
@@ -133,8 +139,8 @@ def utilization_figure(curves: Mapping[str, Curve]) -> go.Figure:
                 mode="lines+markers", name=component, legendgroup=component, showlegend=component not in shown,
                 visible=True if rank < VISIBLE_COMPONENTS else "legendonly",
                 line={"color": colors[component]}, marker={"size": 4},
-                text=[f"{mesh} {component} at {r:g} rps: {p['utilization'][component]:.0%}"
-                      f" ({p.get('cpu_cores', {}).get(component, float('nan')):.3g} cores)" for r, p in points],
+                text=[f"{mesh} {component} at {r:g} rps: {p['utilization'][component]:.0%}" + _cores(p, component)
+                      for r, p in points],
                 hovertemplate="%{text}<extra></extra>",
             ), row=1, col=col)
             shown.add(component)

@@ -27,6 +27,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, find_capacity
 from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.saturation_search import NODE_PREFIX
 
 Replicas = dict[str, int]
 
@@ -113,6 +114,12 @@ def size_replicas(trials: Trials) -> Replicas:
     trial = judge(counts)
     while not trial.met:
         service = service_of(trial.bottleneck, counts)
+        if service is None and trial.bottleneck.startswith(NODE_PREFIX):
+            raise FieldError("target_rps", f"{trials.question.target_rps:g} rps misses the SLO and its bottleneck "
+                                           f"is {trial.bottleneck}, the cores everything placed there shares: "
+                                           "replicas placed on the same node do not relieve it (give the node more "
+                                           "cores, or spread the services over more nodes: `nodes:` in the "
+                                           "topology)")
         if service is None:
             raise FieldError("target_rps", f"{trials.question.target_rps:g} rps misses the SLO and its bottleneck "
                                            f"{trial.bottleneck} is not a service's app or sidecar: more replicas "

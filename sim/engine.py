@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import simpy
 
 from meshsim.scenario import Scenario
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
+from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users, wrk2_connections
 from meshsim.sim.streams import Streams
 from meshsim.sim.system import System
@@ -58,6 +60,9 @@ class ReplicationResult:
     busy_window: float = 1.0
     sim_time: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)  # mechanism -> seconds per measured request
+    node_utilization: dict[str, float] = field(default_factory=dict)  # declared node -> share of its cores booked
+    backlog_growth: int = 0  # open load: requests sent minus answered over the window's second half (backlog())
+    answered_rps: float = math.nan  # open load: the rate of answers over the window's second half
     load_start: float = 0.0  # when the timed run began: fortio's warm-up calls come before, unmeasured
     wire_bytes: dict[str, float] = field(default_factory=dict)  # bytes per measured request (see wire_bytes())
     series: ReplicationSeries | None = None  # with Horizon.series_s: the run cut into windows
@@ -76,14 +81,13 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     warmup = horizon.warmup
     measure_from = [warmup]
     finished = [0]
-    sent_times: list[float] | None = [] if horizon.series_s else None
+    sent_times: list[float] = []  # of the measured requests, in the order of their latencies
 
     def record(sent: float, latency: float) -> None:
         finished[0] += 1
         if sent >= measure_from[0]:
             latencies.append(latency)
-            if sent_times is not None:
-                sent_times.append(sent)
+            sent_times.append(sent)
 
     trace = LoadTrace()
     opened = env.event()
@@ -96,19 +100,9 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         opened.succeed()
 
     load = workload.load
+    _start_load(env, system, load, horizon.duration, record, streams, trace, open_window)
     if isinstance(load, FortioLoad):
-        fortio_threads(env, system, load, horizon.duration, record, streams, trace, open_window)
         env.run(until=opened)
-    else:
-        open_window()
-        if isinstance(load, OpenLoad):
-            open_arrivals(env, system, load, horizon.duration, record, streams, trace)
-        elif isinstance(load, SequentialLoad):
-            sequential_users(env, system, load, horizon.duration, record, streams, trace)
-        elif isinstance(load, Wrk2Load):
-            wrk2_connections(env, system, load, horizon.duration, record, trace)
-        else:  # pragma: no cover - the workload types are closed
-            raise TypeError(f"unknown load {load!r}")
 
     origin = trace.origin  # the load's own times (duration, warm-up cut) count from here
     sampler = start_sampler(env, system.stations(), origin + warmup, origin + horizon.duration, horizon.series_s)
@@ -128,6 +122,8 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     measured = len(latencies)
     achieved = measured / window
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
+    growth, answered = backlog(load, np.asarray(sent_times), np.asarray(latencies), origin + warmup,
+                               origin + horizon.duration)
     return ReplicationResult(
         latencies=np.asarray(latencies),
         window=window,
@@ -139,10 +135,31 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         busy_window=busy_window,
         sim_time=env.now,
         breakdown=time_breakdown(system, started_in_window),
+        node_utilization=node_utilization(system, busy_window),
+        backlog_growth=growth,
+        answered_rps=answered,
         wire_bytes=wire_bytes(system, started_in_window),
         load_start=origin,
-        series=replication_series(sampler, origin, sent_times, latencies),
+        series=replication_series(sampler, origin, sent_times if horizon.series_s else None, latencies),
     )
+
+
+def _start_load(env: simpy.Environment, system: System, load: Load, duration: float,
+                record: Callable[[float, float], None], streams: Streams, trace: LoadTrace,
+                open_window: Callable[[], None]) -> None:
+    """The load generator's processes; the timed run's window opens now, or after fortio's warm-up calls."""
+    if isinstance(load, FortioLoad):
+        fortio_threads(env, system, load, duration, record, streams, trace, open_window)
+        return
+    open_window()
+    if isinstance(load, OpenLoad):
+        open_arrivals(env, system, load, duration, record, streams, trace)
+    elif isinstance(load, SequentialLoad):
+        sequential_users(env, system, load, duration, record, streams, trace)
+    elif isinstance(load, Wrk2Load):
+        wrk2_connections(env, system, load, duration, record, trace)
+    else:  # pragma: no cover - the workload types are closed
+        raise TypeError(f"unknown load {load!r}")
 
 
 BREAKDOWN_KEYS = ("proxy work", "proxy delay (worker free)", "proxy worker queueing", "wake-ups", "app work",
@@ -210,6 +227,28 @@ def expected_wire_bytes(system: System) -> dict[str, float]:
     req, resp = below(topo.entry)
     return {"request": entry.request_bytes + header + req, "response": entry.response_bytes + resp,
             "entry_request": float(entry.request_bytes + header)}
+
+
+def backlog(load: Load, sent: np.ndarray, latencies: np.ndarray, start: float, end: float) -> tuple[int, float]:
+    """Under an open load, of the requests measured from ``start`` on: those sent in the window's second half minus
+    those answered in it, and the rate of answers in it. A stable system answers as many as it is sent (they differ
+    by the change in the number it holds); an overloaded one falls behind by (offered - capacity) x the half window
+    and answers at its capacity -- whichever of its parts is the bottleneck, and whatever the utilisations say.
+    Other loads wait for their answers (fortio, sequential users) or time their own lag (wrk2): (0, nan)."""
+    if not isinstance(load, OpenLoad) or end <= start:
+        return 0, math.nan
+    mid = (start + end) / 2
+    done = sent + latencies
+    arrived = int(np.count_nonzero((sent >= mid) & (sent < end)))
+    answered = int(np.count_nonzero((done >= mid) & (done < end)))
+    return arrived - answered, answered / (end - mid)
+
+
+def node_utilization(system: System, window: float) -> dict[str, float]:
+    """Each declared node's cores: the share of their capacity booked over the window by everything placed there
+    (apps, proxies, the load generator, the kernel's network stack). A node can saturate before any one worker
+    does."""
+    return {name: cores.utilization(window) for name, cores in system.node_cpu.items()}
 
 
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:

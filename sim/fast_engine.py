@@ -18,7 +18,8 @@ from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import Horizon, ReplicationResult, _usage, expected_wire_bytes, time_breakdown
+from meshsim.sim.engine import (Horizon, ReplicationResult, _usage, backlog, expected_wire_bytes,
+                                 node_utilization, time_breakdown)
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_native import compiled_loop
 from meshsim.sim.fast_program import Lowering
@@ -143,6 +144,8 @@ def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
         if px_f[k, K.PX_WINSET]:
             proxy.window = (float(px_f[k, K.PX_WIN0]), float(px_f[k, K.PX_WIN1]))
         proxy.binding = dict.fromkeys(range(int(px_i[k, K.PX_BOUND])), 0)  # only their number is read
+    for row, cores in enumerate(system.node_cpu.values()):  # node_arrays' order
+        cores.busy = float(layout.view(K.R_SLOW)[row, K.SLOW_BUSY])
     gf = layout.view(K.R_GF)[0]
     system.net.total = float(gf[K.GF_NET])
     system.host_cpu_time = float(gf[K.GF_HOST])
@@ -161,6 +164,8 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
     latencies = LAT[:int(load_i[V.L_NLAT]), 0].copy()
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
     started = int(load_i[V.L_IN_WINDOW])
+    growth, answered = backlog(workload.load, LAT[:latencies.size, 1], latencies, origin + warmup,
+                               origin + horizon.duration)  # LAT's second column: the send times (open load)
     return ReplicationResult(
         latencies=latencies,
         window=window,
@@ -172,6 +177,9 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
         busy_window=busy_window,
         sim_time=float(load_f[V.LF_NOW]),
         breakdown=time_breakdown(system, started),
+        node_utilization=node_utilization(system, busy_window),
+        backlog_growth=growth,
+        answered_rps=answered,
         wire_bytes=expected_wire_bytes(system),
         load_start=origin,
     )

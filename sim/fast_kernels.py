@@ -120,6 +120,7 @@ REGIONS = 39
 INT_REGIONS = tuple(range(R_FLAGS + 1))
 HEADER = 2 * REGIONS
 STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
+SLOW_FACTOR, SLOW_BUSY = range(2)  # a node's row of R_SLOW: its cores' slowdown; core-seconds booked while recording
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
@@ -183,7 +184,10 @@ def node_run(I, F, node, start, work, now):
         return start + work
     if work <= 0.0:
         return start
-    work *= F[at(I, R_SLOW, node, 0)]
+    slow = at(I, R_SLOW, node, 0)
+    work *= F[slow + SLOW_FACTOR]
+    if recording(I):
+        F[slow + SLOW_BUSY] += work
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
@@ -623,7 +627,7 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: PX_WINSET + 1, R_SLOW: 1, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
+    R_QUSED: QUOTA_RING, R_PXF: PX_WINSET + 1, R_SLOW: 2, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)

@@ -2,7 +2,8 @@
 
 Runs independent replications of a scenario (in parallel processes, seeds from one SeedSequence), until the p99's
 95 % confidence half-width is within ``precision`` of p99 (or a fixed count), then finds the saturation rate: the
-offered rate at which the bottleneck's utilisation reaches 1 (for Envoy, the busiest pinned worker's).
+offered rate at which the bottleneck's utilisation reaches 1 (for Envoy, the busiest pinned worker's; for a node,
+the share of its cores that everything placed on it books).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.saturation_search import find_saturation, unstable as _unstable
+from meshsim.sim.saturation_search import fell_behind, find_saturation, node_utilizations, unstable as _unstable
 from meshsim.sim.stats import (LATENCY_KEYS, MIN_CONTROLLED, Estimate, controlled_interval, latency_summary,
                                pooled_cdf, t_interval)
 from meshsim.sim.window_series import TimeSeries, combine, window_for
@@ -276,6 +277,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     cpu = {c: float(np.mean([r.usage[c].cpu_seconds / r.busy_window for r in results if c in r.usage]))
            for c in components}
     util = {c: float(np.mean([r.usage[c].hottest for r in results if c in r.usage])) for c in components}
+    util.update(node_utilizations(results))
     memory = {c: float(np.mean([r.usage[c].memory_mb for r in results if c in r.usage]))
               for c in components if any(r.usage[c].memory_mb > 0 for r in results if c in r.usage)}
     held = {c: float(np.mean([r.usage[c].in_flight / max(r.usage[c].instances, 1) for r in results if c in r.usage]))
@@ -285,7 +287,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     in_flight = float(np.mean([r.in_flight for r in results]))
     warnings: list[str] = []
     load = workload.load
-    saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99)
+    behind = bool(results) and fell_behind(results)  # an open load's answers falling behind what it sends
+    saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99) or behind
     if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.rps:
         warnings.append(f"fortio achieved {achieved.value:.0f} of {load.rps:.0f} rps: its {load.connections} "
                         "connection(s) wait for each answer, so throughput caps at connections / latency")
@@ -293,7 +296,12 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         warnings.append(f"wrk2 achieved {achieved.value:.0f} of {load.rps:.0f} rps: each of its "
                         f"{load.used_connections} connection(s) waits for its answer and falls behind its schedule, "
                         "so latency from the intended send time grows with the run length")
-    if saturated:
+    if behind and util and util[bottleneck] < 0.99:
+        growth = float(np.mean([r.backlog_growth for r in results]))
+        warnings.append(f"saturated: the answers fall behind the requests sent ({growth:.0f} more sent than "
+                        f"answered over a replication's second half), with {bottleneck} the busiest at "
+                        f"{util[bottleneck] * 100:.0f} %; with an open load the percentiles grow with the run length")
+    elif saturated:
         warnings.append(f"saturated: {bottleneck} is at {util[bottleneck] * 100:.0f} % utilisation; with an open "
                         "load the percentiles grow with the run length")
     saturation = float("nan")

@@ -30,15 +30,34 @@ def unstable(results: list[ReplicationResult]) -> bool:
     return any(r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
 
 
+MIN_BACKLOG = 50  # requests: a stable chain near saturation holds tens more or fewer at the end than at the middle
+FELL_BEHIND = 0.05  # of the requests sent in the half window
+MAX_OVERLOADED = 3  # probes past the capacity a search may run (each one measures the capacity it ran into)
+
+
+def fell_behind(results: list[ReplicationResult]) -> bool:
+    """Whether an open load's replications answered fewer requests than they were sent over their windows' second
+    halves, on average by more than a stable system's swing in what it holds: the load is above the capacity
+    (sim/engine.py backlog)."""
+    if not results or any(math.isnan(r.answered_rps) for r in results):  # not an open load: it cannot pile up
+        return False
+    growth = float(np.mean([r.backlog_growth for r in results]))
+    sent = growth + float(np.mean([r.answered_rps * r.window / 2 for r in results]))
+    return growth > max(MIN_BACKLOG, FELL_BEHIND * sent)
+
+
 def find_saturation(scenario: Scenario, workload: Workload, settings: RunSettings,
                     results: list[ReplicationResult], util: dict[str, float], iterations: int = 3,
                     tolerance: float = 0.03, deadline: float = math.inf) -> float:
-    """Offered rate at which the bottleneck reaches utilisation 1.
+    """Offered rate at which the bottleneck reaches utilisation 1, or at which the answers first fall behind.
 
     Utilisation grows linearly with the rate while service demands stay put (utilisation law), so
     ``rate / max utilisation`` is the first estimate; the model is then run at 95 % of it with open Poisson load
-    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds. Past
-    ``deadline`` (a ``time.perf_counter()`` value) no further probe starts: the estimate so far is returned.
+    (same connections, so pinned workers see the same spread) and the estimate corrected until it holds. A probe
+    whose answers fall behind (``fell_behind``) ran past the capacity whatever its utilisations say -- a node's
+    cores, where hops book their work ahead of time, saturate below 100 % -- and answered at that capacity: the
+    estimate becomes its rate of answers, and no later estimate goes above it. Past ``deadline`` (a
+    ``time.perf_counter()`` value) no further probe starts: the estimate so far is returned.
     """
     if not util or max(util.values()) <= 0:
         return float("inf")
@@ -48,14 +67,26 @@ def find_saturation(scenario: Scenario, workload: Workload, settings: RunSetting
         estimate = _light_load_estimate(scenario, workload, settings, connections, deadline)
     else:
         estimate = float(np.mean([r.achieved_rps for r in results])) / max(util.values())
-    for i in range(iterations):
+    # the lowest offered rate a probe fell behind at, and the rate it answered at: the capacity it met (a probe far
+    # past it answers slower still, its backlog crowding the nodes' cores)
+    lowest_behind, ceiling, overloaded, i = math.inf, math.inf, 0, 0
+    while i < iterations + overloaded:
         if not math.isfinite(estimate) or time.perf_counter() > deadline:
             break
         probe_rate = 0.95 * estimate
-        hottest = _hottest_at(scenario, workload, settings, probe_rate, connections, 5000, 10_000 + i)
+        probe = _probe_at(scenario, workload, settings, probe_rate, connections, 5000, 10_000 + i)
+        i += 1
+        if fell_behind([probe]) and overloaded < MAX_OVERLOADED:
+            overloaded += 1
+            if probe_rate < lowest_behind:
+                lowest_behind = probe_rate
+                ceiling = min(probe_rate, probe.answered_rps) if probe.answered_rps > 0 else probe_rate / 4
+            estimate = ceiling  # the next probe, at 95 % of it, checks that it holds
+            continue
+        hottest = _hottest(probe)
         if hottest <= 0:
             return float("inf")
-        new = probe_rate / hottest
+        new = min(probe_rate / hottest, ceiling)
         if abs(new - estimate) <= tolerance * estimate:
             return new
         estimate = new
@@ -71,7 +102,7 @@ def _light_load_estimate(scenario: Scenario, workload: Workload, settings: RunSe
         if time.perf_counter() > deadline:
             break
         rate /= 4
-        hottest = _hottest_at(scenario, workload, settings, rate, connections, 1000, 20_000 + i)
+        hottest = _hottest(_probe_at(scenario, workload, settings, rate, connections, 1000, 20_000 + i))
         if hottest <= 0:
             return float("inf")
         if hottest < 0.8:
@@ -79,13 +110,27 @@ def _light_load_estimate(scenario: Scenario, workload: Workload, settings: RunSe
     return float("nan")
 
 
-def _hottest_at(scenario: Scenario, workload: Workload, settings: RunSettings, rate: float, connections: int,
-                requests: int, replication: int) -> float:
-    """Utilisation of the busiest instance under an open Poisson load of ``rate`` for about ``requests`` requests
-    (at least 20 ms: at very high rates a fixed floor in seconds would make the probe cost millions of events)."""
+def _probe_at(scenario: Scenario, workload: Workload, settings: RunSettings, rate: float, connections: int,
+              requests: int, replication: int) -> ReplicationResult:
+    """A replication under an open Poisson load of ``rate`` for about ``requests`` requests (at least 20 ms: at
+    very high rates a fixed floor in seconds would make the probe cost millions of events)."""
     probe = Workload(OpenLoad(rate, connections), workload.keepalive, workload.tls)
     duration = max(requests / rate, 0.02)
     engine = choose_engine(settings.engine, scenario, probe).name  # the probe runs where the prediction ran
-    result = run_one_replication((scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
-                       replication, engine))
-    return max((u.hottest for u in result.usage.values()), default=0.0)
+    return run_one_replication((scenario, probe, Horizon(duration, 0.2 * duration, settings.drain_s), settings.seed,
+                                replication, engine))
+
+
+def _hottest(result: ReplicationResult) -> float:
+    """Utilisation of the busiest instance or node."""
+    return max([u.hottest for u in result.usage.values()] + list(result.node_utilization.values()), default=0.0)
+
+
+NODE_PREFIX = "node:"  # a node's cores among the components' utilisations (Prediction.utilization, the bottleneck)
+
+
+def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
+    """Each declared node's mean utilisation over the replications, keyed ``node:NAME``."""
+    names = sorted({n for r in results for n in r.node_utilization})
+    return {NODE_PREFIX + n: float(np.mean([r.node_utilization[n] for r in results if n in r.node_utilization]))
+            for n in names}

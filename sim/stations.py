@@ -88,6 +88,12 @@ class NodeCores:
         # per core: no booking begins before this (the end of intervals forgotten from a long backlog)
         self.floor = [0.0] * n
         self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
+        self.recording = False  # while on, bookings add to busy (System.set_recording: the measurement window)
+        self.busy = 0.0  # core-seconds booked while recording, in units of the ceil(cores) cores
+
+    def utilization(self, window: float) -> float:
+        """The share of the node's capacity the bookings of a ``window`` seconds long measurement took."""
+        return self.busy / (len(self.last) * window)
 
     @property
     def cores(self) -> list[tuple[list[float], list[float]]]:
@@ -99,6 +105,8 @@ class NodeCores:
             return start
         if self.slowdown != 1.0:
             work *= self.slowdown
+        if self.recording:
+            self.busy += work
         last = self.last
         core = 0
         for end in last:  # the usual case: a core is idle from `start` on (the first such core takes it)

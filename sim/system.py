@@ -237,6 +237,8 @@ class System:
     def set_recording(self, on: bool) -> None:
         for _, station, _ in self.stations():
             station.recording = on
+        for cores in self.node_cpu.values():
+            cores.recording = on
         self.net.recording = on
 
     def set_hold_window(self, start: float, end: float) -> None:

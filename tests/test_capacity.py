@@ -83,6 +83,22 @@ def test_sizing_replicas_for_a_rate_one_station_cannot_serve() -> None:
     assert capacity.max_rps >= 1500.0 and capacity.to_dict()["size"]["replicas"] == {"q": 2}
 
 
+def test_sizing_replicas_names_a_saturated_node_that_replicas_cannot_relieve() -> None:
+    """64 app workers on a 1-core node, 1 ms of compute a request: at 1500 rps the node's core is the bottleneck
+    (150 % offered) while the workers idle; a replica placed on the same node shares the same core, so sizing
+    replicas says so, naming the node, instead of growing replicas that change nothing."""
+    from dataclasses import replace
+
+    topology = station_topology(Exponential(1 / MU), servers=64)
+    topology = replace(topology, services={"q": replace(topology.services["q"], node="server")},
+                       node_cores={"server": 1})
+    options = STATION.with_changes(topology=topology, duration_s=2.0)
+    with pytest.raises(FieldError) as info:
+        find_size(options, parse_slo("p90=10ms"), SizingQuestion("replicas", 1500.0), replications=2)
+    assert info.value.field == "target_rps" and "node:server" in info.value.problem
+    assert "more cores" in info.value.problem
+
+
 # q1 (0.2 ms) calls q2 (1 ms), both exponential, one core each: at 2400 rps q2 is the bottleneck by far (one replica
 # is 240 % busy, q1 48 %). p90 <= 6 ms needs q2's instances at about 600 rps each.
 TANDEM = PredictOptions(topology=tandem_topology([Exponential(0.0002), Exponential(0.001)]), mesh=NO_MESH,

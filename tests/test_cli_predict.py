@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.catalog import list_meshes, list_topologies, load_mesh
+from meshsim.catalog import list_meshes, list_topologies, load_mesh, load_topology
 from meshsim.cli import main
 
 # Models made for one published study (calibrate/studies/) run with `none` and their own study's meshes; the general
@@ -52,8 +52,10 @@ def test_predict_every_topology_and_mesh(capsys, topology, mesh):
     lat = out["latency_ms"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
     assert out["achieved_rps"] == pytest.approx(float(rate), rel=0.35)
-    assert out["cpu_cores"] and set(out["cpu_cores"]) == set(out["utilization"])
-    assert all(0 <= u for u in out["utilization"].values())
+    # every component's utilisation, and every declared node's (its cores, shared by what is placed there)
+    nodes = {f"node:{n}" for n in load_topology(topology).node_cores}
+    assert out["cpu_cores"] and set(out["utilization"]) == set(out["cpu_cores"]) | nodes
+    assert all(0 <= u for u in out["utilization"].values()) and all(out["utilization"][n] <= 1 for n in nodes)
     assert out["bottleneck"] in out["utilization"]
     assert out["saturation_rps"] > float(rate)
     inputs = out["inputs"]

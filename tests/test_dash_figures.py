@@ -125,6 +125,18 @@ def test_utilization_figure_marks_saturation_and_names_bottleneck(curves):
     assert sum(1 for t in fig.data if t.showlegend) == len(COMPONENTS)
 
 
+def test_a_nodes_utilisation_is_drawn_without_cores_of_its_own():
+    """A node (``node:NAME``) has a utilisation but no CPU of its own (its users' CPU is in their rows): its hover
+    says its utilisation and no core count; a component's says both."""
+    points = curve(4500.0, 1.0)
+    for _, point in points:
+        point["utilization"]["node:node-s2"] = 0.5 * point["utilization"]["s2/sidecar"]
+    fig = figures.utilization_figure({"istio": points})
+    node = next(t for t in fig.data if t.name == "node:node-s2")
+    assert all(text.endswith("%") and "cores" not in text for text in node.text)
+    assert all(text.endswith("cores)") for text in next(t for t in fig.data if t.name == "s2/sidecar").text)
+
+
 def test_saturation_far_beyond_the_range_is_named_without_a_line():
     fig = figures.utilization_figure({"none": curve(20000.0, 0.3)})
     assert [s for s in fig.layout.shapes if s.x0 == s.x1] == []

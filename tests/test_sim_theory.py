@@ -183,3 +183,25 @@ def test_mm1_mean_sojourn_with_the_arrivals_as_control_variate() -> None:
     theory = 1 / (mu - lam)
     assert est.lo - 0.02 * theory <= theory <= est.hi + 0.02 * theory, (est, theory)
     assert est.half_width < 0.8 * t_interval(means, confidence=0.99).half_width
+
+
+# -- capacity: what an overloaded open queue answers ---------------------------------------------------------------
+
+def test_an_overloaded_queue_answers_at_its_service_rate_and_falls_behind(engine):
+    """M/M/1 with mu = 1000/s offered 1250/s: its server never idles once the backlog builds, so over the window's
+    second half it answers at mu (theory inside the replications' interval) and the unanswered grow by
+    (lam - mu) x the half window; offered 900/s it keeps up, and no replication is taken for overloaded."""
+    from meshsim.sim.saturation_search import fell_behind
+
+    mu, duration = 1000.0, 4.0
+    scenario = plain(station_topology(Exponential(1 / mu)))
+    over = [engine(scenario, Workload(OpenLoad(1250.0)), Horizon(duration, 0.1 * duration), SEED, i)
+            for i in range(REPS)]
+    _assert_theory([r.answered_rps for r in over], mu)
+    growth = float(np.mean([r.backlog_growth for r in over])) / ((1250.0 - mu) * 0.45 * duration)
+    assert 0.8 < growth < 1.2  # 450 requests expected; the mean of 8 has a standard deviation of about 22
+    assert all(fell_behind([r]) for r in over)
+    kept_up = [engine(scenario, Workload(OpenLoad(900.0)), Horizon(duration, 0.1 * duration), SEED, i)
+               for i in range(REPS)]
+    assert not any(fell_behind([r]) for r in kept_up)
+    assert abs(float(np.mean([r.backlog_growth for r in kept_up]))) < 20  # what an M/M/1 at 0.9 holds: ~9

@@ -39,11 +39,14 @@ def prediction_table(d: dict[str, Any]) -> str:
         mem, held = d["memory_mb"].get(comp), d.get("proxy_in_flight", {}).get(comp)
         lines.append(f"{comp:<28}{_f(d['cpu_cores'][comp]):>10}{d['utilization'][comp] * 100:>12.1f}%"
                      f"{_f(mem, 1) if mem is not None else '':>11}{_f(held, 3) if held is not None else '':>11}")
+    nodes = sorted((c for c in d["utilization"] if c not in d["cpu_cores"]), key=lambda c: -d["utilization"][c])
+    for node in nodes:  # a node's cores, shared by everything placed on it (their CPU is in the rows above)
+        lines.append(f"{node:<28}{'':>10}{d['utilization'][node] * 100:>12.1f}%")
     lines.append("")
     sat = d["saturation_rps"]
     lines.append(f"bottleneck       {d['bottleneck']}")
     lines.append(f"saturation rps   {_f(sat, 0) if sat is not None else 'none'}"
-                 "   (offered rate at which the bottleneck reaches 100 %)")
+                 "   (offered rate at which the bottleneck reaches 100 % or the answers fall behind)")
     wire = d.get("wire_bytes_per_request") or {}
     if wire:
         lines.append(f"bytes per request {wire['request']:.0f} B of requests and {wire['response']:.0f} B of responses "
