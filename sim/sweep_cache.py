@@ -21,7 +21,9 @@ from meshsim.request import PredictOptions
 from meshsim.sim.predict import ENGINE
 
 CACHE_ENV = "MESHSIM_CACHE"  # overrides the default cache folder
-ROW_FORMAT = 2  # the columns of a cached row (2: active_features); a row of another format is another key
+# the rows' format, part of a point's key, so that a cached row of another format is not read as this one's
+# (2: active_features; 3: a node can be the bottleneck, and a point is saturated when its answers fall behind)
+ROW_FORMAT = 3
 
 
 def default_cache_dir() -> Path:
