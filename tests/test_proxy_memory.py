@@ -267,6 +267,36 @@ def test_rss_sampler_reads_a_real_process_and_keeps_the_steady_half() -> None:
     assert steady_mb([]) is None and steady_mb([5.0, 1.0, 2.0, 3.0]) == 2.5
 
 
+def test_a_processs_cpu_is_read_to_the_millisecond_not_in_ticks() -> None:
+    """The lab's CPU per process: a child burns 3 ms of CPU on each line it reads and then reports its own CPU
+    time. Our reading of it agrees with its own to within a millisecond, and so does the 3 ms between two readings;
+    /proc/PID/stat, which counts 10 ms ticks, gives 0 or 10 ms for that difference."""
+    from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of
+
+    code = ("import sys, time\n"
+            "for line in sys.stdin:\n"
+            "    end = time.process_time() + 0.003\n"
+            "    while time.process_time() < end:\n"
+            "        pass\n"
+            "    print(time.process_time(), flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        readings = []
+        for _ in range(3):
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            own = float(proc.stdout.readline())  # it is blocked reading the next line now: its CPU holds still
+            readings.append((own, cpu_seconds_of(proc.pid)))
+    finally:
+        proc.kill()
+        proc.wait()
+    for own, ours in readings:
+        assert ours is not None and abs(ours - own) < 0.001, readings
+    for (own_a, ours_a), (own_b, ours_b) in zip(readings, readings[1:]):
+        assert abs((ours_b - ours_a) - (own_b - own_a)) < 0.001, readings
+    assert cpu_seconds_of(proc.pid) is None  # gone
+
+
 def test_a_childs_peak_is_its_own_not_the_peak_of_the_process_that_started_it() -> None:
     """A child that holds 32 MiB, started by a process whose own peak is 300 MiB: VmHWM (peak_rss_mb_of) reads the
     child's 32 MiB; ru_maxrss from wait4, which Linux keeps across execve, reads the parent's 300 (why the lab's

@@ -263,8 +263,9 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
         notes.append(f"fortio completed {done} of {settings.expected_calls} planned calls (fell behind at the end)")
     if saturated_at is not None:
         notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
-    notes.append(f"cpu_seconds: /proc utime+stime deltas over a {cpu_window_s:.2f} s window around the load "
-                 "(client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, the median "
+    notes.append(f"cpu_seconds: deltas of each process's CPU-time clock (ns) over a {cpu_window_s:.2f} s window "
+                 "around the load (client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, "
+                 "the median "
                  "of the second half of samples every 0.25 s (client/app: fortio's peak RSS, the highest VmHWM "
                  f"read every {PEAK_INTERVAL_S:g} s while it ran)")
     if state.cpu_limit_backend:
