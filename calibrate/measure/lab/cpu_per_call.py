@@ -1,12 +1,12 @@
 """CPU per call of every lab process (fortio client, fortio echo server, each Envoy) and the kernel's share.
 
-One lab probe gives each process's utime+stime over the load (``manifest.cpu_seconds``; the fortio client from its
-rusage). Around the probe this module also reads the whole host's busy time from ``/proc/stat`` (user + nice +
-system + irq + softirq, steal excluded: it is not ours). What the host spent beyond the lab's processes and this
-Python process is the kernel's work not charged to any of them (softirq network receive, loopback transfer) plus
-whatever else ran on the machine. Over many probes, least squares splits the kernel's interrupt time (irq +
-softirq, where the loopback receive path is accounted) into a cost per network hop, per KB moved over a hop and
-per second of wall time (the background, other users of a shared machine):
+One lab probe gives each process's CPU time (user + system) over the load (``manifest.cpu_seconds``; the fortio
+client from its rusage). Around the probe this module also reads the whole host's busy time from ``/proc/stat``
+(user + nice + system + irq + softirq, steal excluded: it is not ours). What the host spent beyond the lab's
+processes and this Python process is the kernel's work not charged to any of them (softirq network receive, loopback
+transfer) plus whatever else ran on the machine. Over many probes, least squares splits the kernel's interrupt time
+(irq + softirq, where the loopback receive path is accounted) into a cost per network hop, per KB moved over a hop
+and per second of wall time (the background, other users of a shared machine):
 
     softirq_s = per_hop_s * hops + per_kb_s * kb_over_hops + background * window_s
 
