@@ -26,8 +26,7 @@ from meshsim.errors import FieldError
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, find_capacity
-from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
-from meshsim.sim.saturation_search import NODE_PREFIX
+from meshsim.sim.predict import NODE_PREFIX, load_compiled_engine, predict_options, uses_compiled_engine
 
 Replicas = dict[str, int]
 

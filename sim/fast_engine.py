@@ -144,8 +144,9 @@ def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
         if px_f[k, K.PX_WINSET]:
             proxy.window = (float(px_f[k, K.PX_WIN0]), float(px_f[k, K.PX_WIN1]))
         proxy.binding = dict.fromkeys(range(int(px_i[k, K.PX_BOUND])), 0)  # only their number is read
+    nodes = layout.view(K.R_SLOW)
     for row, cores in enumerate(system.node_cpu.values()):  # node_arrays' order
-        cores.busy = float(layout.view(K.R_SLOW)[row, K.SLOW_BUSY])
+        cores.busy = float(nodes[row, K.SLOW_BUSY])
     gf = layout.view(K.R_GF)[0]
     system.net.total = float(gf[K.GF_NET])
     system.host_cpu_time = float(gf[K.GF_HOST])

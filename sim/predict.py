@@ -30,7 +30,7 @@ from meshsim.sim.cost import check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.saturation_search import fell_behind, find_saturation, node_utilizations, unstable as _unstable
+from meshsim.sim.saturation_search import fell_behind, find_saturation, unstable as _unstable
 from meshsim.sim.stats import (LATENCY_KEYS, MIN_CONTROLLED, Estimate, controlled_interval, latency_summary,
                                pooled_cdf, t_interval)
 from meshsim.sim.window_series import TimeSeries, combine, window_for
@@ -264,6 +264,16 @@ def _default_processes(choice: EngineChoice, events: float, until_precise: bool)
         return 1
     load_compiled_engine()
     return cores
+
+
+NODE_PREFIX = "node:"  # a node's cores among the components' utilisations (Prediction.utilization, the bottleneck)
+
+
+def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
+    """Each declared node's mean utilisation over the replications, keyed ``node:NAME``."""
+    names = sorted({n for r in results for n in r.node_utilization})
+    return {NODE_PREFIX + n: float(np.mean([r.node_utilization[n] for r in results if n in r.node_utilization]))
+            for n in names}
 
 
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,

@@ -125,12 +125,3 @@ def _hottest(result: ReplicationResult) -> float:
     """Utilisation of the busiest instance or node."""
     return max([u.hottest for u in result.usage.values()] + list(result.node_utilization.values()), default=0.0)
 
-
-NODE_PREFIX = "node:"  # a node's cores among the components' utilisations (Prediction.utilization, the bottleneck)
-
-
-def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
-    """Each declared node's mean utilisation over the replications, keyed ``node:NAME``."""
-    names = sorted({n for r in results for n in r.node_utilization})
-    return {NODE_PREFIX + n: float(np.mean([r.node_utilization[n] for r in results if n in r.node_utilization]))
-            for n in names}

@@ -265,9 +265,8 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
         notes.append(f"saturated: achieved {saturated_at:.1f} of {settings.rps:g} rps requested")
     notes.append(f"cpu_seconds: deltas of each process's CPU-time clock (ns) over a {cpu_window_s:.2f} s window "
                  "around the load (client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, "
-                 "the median "
-                 "of the second half of samples every 0.25 s (client/app: fortio's peak RSS, the highest VmHWM "
-                 f"read every {PEAK_INTERVAL_S:g} s while it ran)")
+                 "the median of the second half of samples every 0.25 s (client/app: fortio's peak RSS, the highest "
+                 f"VmHWM read every {PEAK_INTERVAL_S:g} s while it ran)")
     if state.cpu_limit_backend:
         notes.append(f"cpu limit via {state.cpu_limit_backend}")
     return notes
