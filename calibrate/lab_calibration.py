@@ -33,6 +33,12 @@ PLAN_STAGES: tuple[tuple[str, str], ...] = (
     ("lb3", "client-lb"),
 )
 BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one worker busy
+# The load ladder: many connections at rising rates, so the workers' idle gaps span the wake-ups' time scale. A
+# sidecar's CPU per request halves from 1 500 to 12 000 rps (measurements/lab-high-rate-2026-11-26); runs at
+# <= 1 000 rps leave every pass cold and cannot tell a wake-up's cost from the pass's own.
+LADDER_CONNECTIONS = 16
+LADDER_RATES: tuple[float, ...] = (1500.0, 4500.0, 9000.0)
+LADDER_STAGES: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single", "sidecar"))
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,11 @@ class LabCalibration:
 def plan_probes(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
     return [ProbeSettings(rps=q, connections=1, duration_s=duration_s, payload_bytes=b)
             for b in payloads for q in rates]
+
+
+def ladder_plan(payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
+    return [ProbeSettings(rps=q, connections=LADDER_CONNECTIONS, duration_s=duration_s, payload_bytes=payloads[0])
+            for q in LADDER_RATES]
 
 
 def burst_plan(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
@@ -93,8 +104,9 @@ class _Measurer:
 
 
 def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Sequence[ProbeSettings],
-                  bursts: Sequence[ProbeSettings], batching: bool, mesh: str, workers: int, rates: Sequence[float],
-                  payloads: Sequence[int], duration_s: float, total: int, started: float) -> None:
+                  bursts: Sequence[ProbeSettings], batching: bool, ladder: Sequence[ProbeSettings], mesh: str,
+                  workers: int, rates: Sequence[float], payloads: Sequence[int], duration_s: float, total: int,
+                  started: float) -> None:
     for index, (topology, mode) in enumerate(stages, 1):
         m.say(f"[{index}/{len(stages)}] {mode} ({topology}) ...")
         m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), probes)
@@ -109,6 +121,10 @@ def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Seque
         m.measure(LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh),
                   [ProbeSettings(rps=rps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
                                  payload_bytes=payloads[0])])
+    for topology, mode in LADDER_STAGES if ladder else ():
+        m.say(f"load ladder: {mode}, {workers} workers, c = {LADDER_CONNECTIONS} at "
+              f"{'/'.join(f'{p.rps:g}' for p in ladder)} rps ...")
+        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), ladder)
 
 
 def calibrate_lab(
@@ -125,6 +141,7 @@ def calibrate_lab(
     fit: bool = True,
     batching_probe: bool = True,
     burst_probes: bool = True,
+    load_ladder: bool = True,
     resume: bool = False,
     state_dir: Path = DEFAULT_LAB_DIR,
 ) -> LabCalibration:
@@ -139,6 +156,10 @@ def calibrate_lab(
     The k-th request of a burst on a worker waits for the held part of the passes before it, which one connection
     never shows: the fitter finds by simulation what fraction of a pass holds the worker.
 
+    ``load_ladder``: the baseline and both sidecars with 16 connections at 1 500, 4 500 and 9 000 rps. A worker's
+    CPU per request falls with load (fewer cold wake-ups); only idle gaps shorter than the wake-ups' time scale tell
+    the wake-up's cost from the pass's own, and the pass's own cost sets the saturation rate.
+
     ``resume``: a probe whose run is already stored under ``out_dir`` (same setup and load) is not measured again;
     the fit uses the stored and the new runs. ``state_dir``: where the lab records its processes while it runs.
     """
@@ -148,14 +169,15 @@ def calibrate_lab(
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)
     bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []
-    total = len(stages) * len(probes) + int(batching) + len(bursts)
+    ladder = (ladder_plan(payloads, duration_s) if load_ladder and set(LADDER_STAGES) <= set(stages) else [])
+    total = len(stages) * len(probes) + int(batching) + len(bursts) + len(LADDER_STAGES) * len(ladder)
     say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes = {total} runs of "
         f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
     started = time.monotonic()
     measurer = _Measurer(Path(out_dir), Path(state_dir), say, StoredProbes.scan(Path(out_dir)) if resume else None)
     try:
-        _measure_plan(measurer, stages, probes, bursts, batching, mesh, workers, rates, payloads, duration_s, total,
-                      started)
+        _measure_plan(measurer, stages, probes, bursts, batching, ladder, mesh, workers, rates, payloads, duration_s,
+                      total, started)
     except Interrupted:
         raise Interrupted(f"calibrate --lab interrupted; {len(measurer.runs)} run(s) kept in {out_dir}, every lab "
                           f"process stopped (--resume skips them next time)") from None

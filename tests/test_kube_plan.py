@@ -23,10 +23,14 @@ def test_default_plan_fits_in_ten_minutes_of_probes(mesh: str) -> None:
     assert expanded.probes, expanded.skipped
     assert expanded.probe_seconds(plan.duration_s) <= 600
     assert all(p.path in PATH_MODES for p in expanded.probes)
-    # one connection, except the bursts (c connections firing together at the lowest rate)
-    assert {p.connections for p in expanded.probes if p.configuration.name != "bursts"} == {1}
+    # one connection, except the bursts (c connections firing together at the lowest rate) and the load ladder
+    # (16 connections at rates rising past the plan's, plain: the load-dependence fit takes plain runs only)
+    assert {p.connections for p in expanded.probes if p.configuration.name not in ("bursts", "load-ladder")} == {1}
     assert {(p.connections, p.rps) for p in expanded.probes if p.configuration.name == "bursts"} <= {
         (2, 20.0), (4, 20.0), (8, 20.0)}
+    ladder = [p for p in expanded.probes if p.configuration.name == "load-ladder"]
+    assert {p.connections for p in ladder} <= {16} and {p.features for p in ladder} <= {()}
+    assert all(p.rps > max(plan.rps) for p in ladder)
     ids = [p.run_id(mesh) for p in expanded.probes]
     assert len(ids) == len(set(ids)), "probe ids must be unique (they name the run folders)"
 
@@ -37,7 +41,7 @@ def test_mesh_capabilities_shape_the_plan() -> None:
     paths = {(p.configuration.name, p.path) for p in istio.probes}
     assert {("mtls", "baseline"), ("mtls", "both-sidecars"), ("plaintext", "server-sidecar"),
             ("plaintext", "both-sidecars"), ("tracing", "both-sidecars"), ("lb", "client-lb"),
-            ("bursts", "both-sidecars")} == paths
+            ("bursts", "both-sidecars"), ("load-ladder", "baseline"), ("load-ladder", "both-sidecars")} == paths
     bursts = [p for p in istio.probes if p.configuration.name == "bursts"]
     assert sorted(p.connections for p in bursts) == [2, 4, 8] and {p.features for p in bursts} == {()}
     assert not plan.uniform  # bursts need the connections to fire together
@@ -118,7 +122,8 @@ def test_dry_run_prints_every_object_and_needs_no_cluster(tmp_path: Path, monkey
     result = calibrate_kube(mesh="istio", dry_run=True, out=tmp_path / "runs", stdout=out, stderr=err)
     docs = list(yaml.safe_load_all(out.getvalue()))
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("Namespace") == 5 and kinds.count("Deployment") == 10 and kinds.count("PeerAuthentication") == 5
+    # one namespace per configuration (mtls, plaintext, tracing, bursts, load-ladder, lb), a client and a server in each
+    assert kinds.count("Namespace") == 6 and kinds.count("Deployment") == 12 and kinds.count("PeerAuthentication") == 6
     assert all(d["metadata"]["labels"]["meshsim.io/run"] == result.run for d in docs)
     assert "nothing was created" in err.getvalue()
     assert not (tmp_path / "runs").exists()

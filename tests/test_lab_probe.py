@@ -216,3 +216,21 @@ def test_calibrate_lab_cli_passes_resume_and_state_dir():
     kwargs = lab_calibrate_kwargs(args)
     assert kwargs["resume"] is True and str(kwargs["state_dir"]) == "somewhere"
     assert lab_calibrate_kwargs(build_parser().parse_args(["calibrate", "--lab"]))["resume"] is False
+    assert kwargs["load_ladder"] is True
+    no_ladder = build_parser().parse_args(["calibrate", "--lab", "--lab-no-load-ladder"])
+    assert lab_calibrate_kwargs(no_ladder)["load_ladder"] is False
+
+
+def test_the_load_ladder_reaches_below_the_wake_ups_time_scale():
+    """The ladder's runs: plain baseline and both sidecars, many connections, rates past every calibration rate, so
+    that a worker's idle gap between passes falls well under a millisecond at the top (the wake-ups' tau measured in
+    the lab is 13-22 ms, and at 1-5 ms every pass is cold)."""
+    from meshsim.calibrate.lab_calibration import LADDER_CONNECTIONS, LADDER_STAGES, ladder_plan
+    from meshsim.calibrate.measure.lab.spec import DEFAULT_RATES
+
+    ladder = ladder_plan((1024, 0), 2.0)
+    assert {p.connections for p in ladder} == {LADDER_CONNECTIONS} and {p.payload_bytes for p in ladder} == {1024}
+    assert min(p.rps for p in ladder) > max(DEFAULT_RATES)
+    passes_per_worker = 2 * max(p.rps for p in ladder) / 2  # two passes per request, spread over two workers
+    assert 1 / passes_per_worker < 0.2e-3
+    assert set(LADDER_STAGES) == {("single", "baseline"), ("single", "sidecar")}

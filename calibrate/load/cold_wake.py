@@ -133,7 +133,8 @@ def resume_identified(series: Sequence[WakeSeries]) -> bool:
     return any(np.ptp([p.resumes for p in s.points]) >= RESUME_SPREAD for s in series if len(s.points) > 1)
 
 
-def _design(series: Sequence[WakeSeries], tau: float, with_resume: bool) -> tuple[np.ndarray, np.ndarray]:
+def _design(series: Sequence[WakeSeries], tau: float, with_resume: bool, with_delay: bool = True,
+            ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of (one base per series, resume CPU, cold CPU, cold delay) weighted by 1/sigma; weighted targets."""
     rows, target, sig = [], [], []
     n = len(series)
@@ -145,7 +146,7 @@ def _design(series: Sequence[WakeSeries], tau: float, with_resume: bool) -> tupl
             row[n] = p.resumes if with_resume else 0.0  # CPU on the path: in both kinds
             colds = p.colds(tau)
             row[n + 1] = colds if has_cpu else 0.0
-            if s.kind == "latency":
+            if s.kind == "latency" and with_delay:
                 row[n + 2] = colds
             rows.append(row)
             target.append(p.value_s)
@@ -154,8 +155,9 @@ def _design(series: Sequence[WakeSeries], tau: float, with_resume: bool) -> tupl
     return np.asarray(rows) * w[:, None], np.asarray(target) * w
 
 
-def _solve(series: Sequence[WakeSeries], tau: float, with_resume: bool) -> tuple[np.ndarray, float]:
-    a, b = _design(series, tau, with_resume)
+def _solve(series: Sequence[WakeSeries], tau: float, with_resume: bool, with_delay: bool = True,
+           ) -> tuple[np.ndarray, float]:
+    a, b = _design(series, tau, with_resume, with_delay)
     scale = np.maximum(np.abs(a).max(axis=0), 1e-300)  # columns of very different size: solve scaled
     x, rnorm = optimize.nnls(a / scale, b)
     return x / scale, float(rnorm**2)
@@ -166,6 +168,7 @@ def fit_cold_wake(series: Sequence[WakeSeries], tau_max_s: float) -> ColdWakeFit
 
     Resume CPU is tried only where the runs vary how many passes share a wake; if it would leave a series no
     cost of its own (a base on its bound of 0), the split is not identified and the fit is made without it.
+    The cold wake delay is kept only where the latency series need it (see ``_without_needless_delay``).
     """
     series = [s for s in series if s.points]
     if not any(s.kind == "latency" for s in series):
@@ -174,26 +177,45 @@ def fit_cold_wake(series: Sequence[WakeSeries], tau_max_s: float) -> ColdWakeFit
         raise ValueError("load dependence needs runs at two or more rates")
     tau_hi = max(float(tau_max_s), TAU_MIN_S * 10)
     if resume_identified(series):
-        fit = _fit(series, tau_hi, True)
+        fit = _without_needless_delay(series, tau_hi, True)
         if not fit.bases_on_bound:
             return fit
-        without = _fit(series, tau_hi, False)
+        without = _without_needless_delay(series, tau_hi, False)
         return replace(without, resume_note=f"resume CPU not identified: with it, {fit.bases_on_bound}")
-    return _fit(series, tau_hi, False)
+    return _without_needless_delay(series, tau_hi, False)
 
 
-def _fit(series: Sequence[WakeSeries], tau_hi: float, with_resume: bool) -> ColdWakeFit:
+DELAY_SIGNIFICANCE = 0.05
+
+
+def _without_needless_delay(series: Sequence[WakeSeries], tau_hi: float, with_resume: bool) -> ColdWakeFit:
+    """The fit with a cold wake delay, unless the fit without one is as good (a likelihood-ratio test, 1 dof).
+
+    Where the latency runs all wake about as often (every pass cold at low rates, say) while the CPU runs span the
+    wake-ups' time scale, the latency series' own base and the delay trade off exactly, and least squares may put
+    all of the latency on the delay and none on the pass. Occam's choice: no delay the data do not ask for.
+    """
+    full = _fit(series, tau_hi, with_resume, True)
+    if full.delay_s <= 0.0 or not any(s.kind == "cpu" for s in series):
+        return full  # without CPU data delay is the whole slope: it is the load dependence itself
+    bare = _fit(series, tau_hi, with_resume, False)
+    if stats.chi2.sf(max(bare.chi2 - full.chi2, 0.0), 1) > DELAY_SIGNIFICANCE:
+        return bare
+    return full
+
+
+def _fit(series: Sequence[WakeSeries], tau_hi: float, with_resume: bool, with_delay: bool = True) -> ColdWakeFit:
     grid = np.geomspace(TAU_MIN_S, tau_hi, TAU_GRID)
-    costs = [_solve(series, t, with_resume)[1] for t in grid]
+    costs = [_solve(series, t, with_resume, with_delay)[1] for t in grid]
     k = int(np.argmin(costs))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
     tau = float(grid[k])
     if hi > lo:
-        res = optimize.minimize_scalar(lambda lt: _solve(series, math.exp(lt), with_resume)[1],
+        res = optimize.minimize_scalar(lambda lt: _solve(series, math.exp(lt), with_resume, with_delay)[1],
                                        bounds=(math.log(lo), math.log(hi)), method="bounded")
         if res.fun <= costs[k]:
             tau = math.exp(res.x)
-    x, chi2 = _solve(series, tau, with_resume)
+    x, chi2 = _solve(series, tau, with_resume, with_delay)
     n = len(series)
     # constants only (no load dependence): each series at its weighted mean
     chi2_const = 0.0
@@ -203,7 +225,7 @@ def _fit(series: Sequence[WakeSeries], tau_hi: float, with_resume: bool) -> Cold
         chi2_const += float(np.sum(w * (v - np.sum(w * v) / np.sum(w)) ** 2))
     gain = max(chi2_const - chi2, 0.0)
     has_cpu = any(s.kind == "cpu" for s in series)
-    dof = 2 + int(has_cpu) + int(with_resume)  # tau, delay, cold CPU, resume CPU
+    dof = 1 + int(with_delay) + int(has_cpu) + int(with_resume)  # tau, delay, cold CPU, resume CPU
     bases = {s.name: float(x[i]) for i, s in enumerate(series)}
     return ColdWakeFit(tau, float(x[n + 2]), float(x[n + 1]), float(x[n]), with_resume, bases, chi2, chi2_const,
                        float(stats.chi2.sf(gain, dof)), tau_hi, tuple(series))

@@ -93,19 +93,18 @@ def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeS
         latency: list[WakePoint] = []
         cpu: dict[str, list[WakePoint]] = defaultdict(list)
         for rps, rs in sorted(_plain(runs, path).items()):
-            if rps not in base:
-                continue
-            base_mean, base_se, _ = base[rps]
             for r in rs:
                 seen = gaps.get(r.id)
                 proxies = [k for k in ("server/sidecar", "client/sidecar")[:per_proxy] if seen and k in seen.gaps]
                 if seen is None or len(proxies) < per_proxy:
                     continue
-                obs = from_result(r.result)
-                value = max((obs.mean - base_mean) / per_proxy, 0.0)
-                se = float(np.hypot(obs.mean_se, base_se)) / per_proxy
-                all_gaps = np.concatenate([seen.gaps[k] for k in proxies])
-                latency.append(WakePoint(float(rps), all_gaps, seen.requests * per_proxy, value, se))
+                if rps in base:  # the latency a proxy adds needs the baseline at the same rate; its CPU does not
+                    base_mean, base_se, _ = base[rps]
+                    obs = from_result(r.result)
+                    value = max((obs.mean - base_mean) / per_proxy, 0.0)
+                    se = float(np.hypot(obs.mean_se, base_se)) / per_proxy
+                    all_gaps = np.concatenate([seen.gaps[k] for k in proxies])
+                    latency.append(WakePoint(float(rps), all_gaps, seen.requests * per_proxy, value, se))
                 duration = r.manifest.load.duration_s or r.result.duration_s
                 done = (r.result.actual_rps or rps) * (duration or 0.0)
                 if not done or not np.isfinite(done):
@@ -116,11 +115,11 @@ def _wake_series(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[WakeS
                         tick = CPU_TICK_S / math.sqrt(6) / done  # two tick-quantised readings
                         sigma = float(np.hypot(tick, RUN_TO_RUN * per_request))
                         cpu[key].append(WakePoint(float(rps), seen.gaps[key], seen.requests, per_request, sigma))
-        if len({p.rps for p in latency}) < 2:
-            continue
-        level = RUN_TO_RUN * float(np.mean([p.value_s for p in latency]))
-        latency = [replace(p, sigma_s=float(np.sqrt(p.sigma_s**2 + level**2 + ABS_NOISE_S**2))) for p in latency]
-        series.append(WakeSeries(f"latency per proxy, {path}", "latency", tuple(latency)))
+        if len({p.rps for p in latency}) >= 2:
+            level = RUN_TO_RUN * float(np.mean([p.value_s for p in latency]))
+            latency = [replace(p, sigma_s=float(np.sqrt(p.sigma_s**2 + level**2 + ABS_NOISE_S**2)))
+                       for p in latency]
+            series.append(WakeSeries(f"latency per proxy, {path}", "latency", tuple(latency)))
         series += [WakeSeries(f"{k} CPU, {path}", "cpu", tuple(v)) for k, v in sorted(cpu.items())
                    if len({p.rps for p in v}) >= 2]
     return series

@@ -183,6 +183,9 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lab-no-burst-probes", action="store_true",
                        help="skip the runs with 2, 4 and 8 connections firing together at the lowest rate that show "
                             "what part of a proxy pass holds its worker")
+    group.add_argument("--lab-no-load-ladder", action="store_true",
+                       help="skip the baseline and both-sidecar runs with 16 connections at 1500, 4500 and 9000 rps "
+                            "that show how a worker's CPU per request falls with load")
 
 
 def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,4 +199,5 @@ def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"out_dir": args.lab_out, "rates": _rates(args.lab_rates, "--lab-rates"), "payloads": payloads,
             "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
             "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes,
+            "load_ladder": not args.lab_no_load_ladder,
             "state_dir": args.lab_state_dir, "resume": bool(getattr(args, "resume", False))}
