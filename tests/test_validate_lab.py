@@ -14,10 +14,10 @@ sidecars' CPU is read in the same run, so the split between them is checked as a
 
 That throughput has the widest floor, 50 %, because it is the model's largest known miss in this plan. Before the
 calibration had its load ladder the model under-predicted it by 0-46 % (its sidecars kept the low rates' CPU per
-request); with the ladder it over-predicts it by 15-47 % (eight runs of 2026-11-26): the real throttled worker spends
-0.085 ms of CPU per request, as much as an unthrottled one at the same rate (0.088 ms), while the model's throttled
-worker shares its wakes between the passes queued behind the quota and books 0.070 ms
-(measurements/lab-ladder-2026-11-26, quota/).
+request); with the ladder it over-predicts it by 15-89 % (twenty runs of 2026-11-26, the widest where the run's own
+two measurements differed by 22 %): the real throttled worker spends 0.085 ms of CPU per request and sleeps as often
+per request as an unthrottled one at the same rate (0.088 ms), while the model's throttled worker shares its wakes
+between the passes queued behind the quota and books 0.070 ms (measurements/lab-ladder-2026-11-26, quota/).
 """
 
 from __future__ import annotations
