@@ -15,7 +15,8 @@ from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
-from meshsim.calibrate.fit.decomposition import Decomposition, decompose, decompose_with_cold_wakes
+from meshsim.calibrate.fit.decomposition import Decomposition, decompose
+from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
@@ -181,9 +182,11 @@ def fit_runs(
     decomp = decompose(ref_runs, fams, say)
     replay = load_dependence.wake_runs(usable)
     if other_runs and replay:
-        first = _assemble(mesh, decomp, load_dependence.Extra(), usable, n_workers, ref_rps, other_runs, [], [],
-                          default_features, feature_descriptions, version, description)
-        decomp = _with_wakeups(first, decomp, replay, usable, ref_runs, other_runs, extra, fams, say)
+        def assemble(with_extra: load_dependence.Extra, with_decomp: Decomposition) -> dict[str, Any]:
+            return _assemble(mesh, with_decomp, with_extra, usable, n_workers, ref_rps, other_runs, [], [],
+                             default_features, feature_descriptions, version, description)
+
+        decomp = fit_wakeups_on_replays(assemble, decomp, replay, usable, ref_runs, other_runs, extra, fams, say)
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
@@ -234,30 +237,6 @@ def _same_payload(usable: list[Run], summary: FitSummary, say: Progress) -> list
     say(note)
     summary.notes.append(note)
     return [r for r in usable if r not in other_payload]
-
-
-def _with_wakeups(first: dict[str, Any], decomp: Decomposition, replay: Sequence[Run], usable: Sequence[Run],
-                  ref_runs: Sequence[Run], other_runs: Sequence[Run], extra: load_dependence.Extra,
-                  fams: Sequence[Family], say: Progress) -> Decomposition:
-    """Replay the sidecar runs with a first model for their workers' idle gaps, fit the load dependence into
-    ``extra``, and fit the passes again when the reference rate's cold wake-ups are known."""
-    from meshsim.calibrate.load.wake_gaps import simulate_gaps
-
-    say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps ...")
-    with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
-        gaps = simulate_gaps(first, replay, Path(work), progress=say)
-    load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, extra)
-    if extra.cold is None:
-        return decomp
-    say("fitting the passes again with the reference rate's wake-ups as known parts")
-    refit, shares = decompose_with_cold_wakes(ref_runs, extra.cold, fams, say)
-    fewer = {side: share for side, share in shares.items() if share < 1}
-    if fewer:
-        extra.notes.append("the reference runs refused the cold wakes their idle gaps predict; the passes were "
-                           "fitted with " + ", ".join(f"{share:.0%} of the {side} side's" for side, share in
-                                                      fewer.items()) + " (the simulator still adds all)")
-        say(extra.notes[-1])
-    return refit
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,

@@ -171,7 +171,9 @@ def calibrate_lab(
     bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []
     ladder = (ladder_plan(payloads, duration_s) if load_ladder and set(LADDER_STAGES) <= set(stages) else [])
     total = len(stages) * len(probes) + int(batching) + len(bursts) + len(LADDER_STAGES) * len(ladder)
-    say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes = {total} runs of "
+    extras = "".join(f" + {n} {what}" for n, what in ((int(batching), "batching"), (len(bursts), "bursts"),
+                                                       (len(LADDER_STAGES) * len(ladder), "load ladder")) if n)
+    say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes{extras} = {total} runs of "
         f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
     started = time.monotonic()
     measurer = _Measurer(Path(out_dir), Path(state_dir), say, StoredProbes.scan(Path(out_dir)) if resume else None)

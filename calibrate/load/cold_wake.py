@@ -16,7 +16,8 @@ pass resumes (R = 2): then resume CPU is not separable from C0 and is left insid
 
 Given tau all are linear in the unknowns, so tau is profiled on a grid and the rest solved by non-negative least
 squares on all series at once. The fit is kept only when it improves on "no load dependence" (constants) by a
-likelihood-ratio test and tau is not on its bound (then only a ratio is identified).
+likelihood-ratio test, tau is not on its lower bound and every series keeps a cost of its own. Tau on its upper bound
+(the cost still rising linearly at the longest gaps) determines only cost / tau: the fit is kept, with a note.
 """
 
 from __future__ import annotations
@@ -88,9 +89,17 @@ class ColdWakeFit:
         return f"{', '.join(low)} would have no cost without wake-ups" if low else ""
 
     @property
+    def tau_at_upper_bound(self) -> bool:
+        """The cold cost still rises about linearly with the gap at the longest gaps seen: over the runs' gaps only
+        cost / tau is determined, and tau is kept at its bound. Accepted all the same: a fit whose tau lands just
+        under the bound is, and the model without the block (every rate at the reference rate's cost) is the worse
+        extrapolation wherever runs at higher rates show the fall. Below the lowest rate measured the cold cost
+        extrapolates (it levels off near tau), and the block's note says so."""
+        return self.tau_s >= self.tau_max_s * (1 - 1e-3)
+
+    @property
     def on_bound(self) -> str:
-        if self.tau_s >= self.tau_max_s * (1 - 1e-3):
-            return f"tau at its upper bound {self.tau_max_s * 1e3:.3g} ms"
+        """Why the fit is not identified ('' when it is)."""
         if self.tau_s <= TAU_MIN_S * (1 + 1e-3):
             return "tau at its lower bound"
         return self.bases_on_bound
@@ -108,7 +117,8 @@ class ColdWakeFit:
                   else f"{self.resume_note or 'resume CPU not identified (every pass found its worker idle)'}: "
                   "inside the pass CPU; ")
         return (f"{resume}cold wake delay {self.delay_s * 1e3:.4g} ms + CPU {self.cpu_s * 1e3:.4g} ms, "
-                f"tau {self.tau_s * 1e3:.4g} ms")
+                f"tau {self.tau_s * 1e3:.4g} ms" + (" (its upper bound: only cost / tau is determined by these gaps)"
+                                                   if self.tau_at_upper_bound else ""))
 
     def verdict(self) -> str:
         if not self.significant:
@@ -122,7 +132,14 @@ class ColdWakeFit:
                "tau_ms": round(self.tau_s * 1e3, 4)}
         if self.resume_identified:
             out["resume_cpu_ms"] = round(self.resume_cpu_s * 1e3, 4)
+        if self.tau_at_upper_bound:
+            out["note"] = (f"tau_ms is its upper bound, {TAU_GAP_FACTOR:g} x the longest gap between requests: "
+                           f"{TAU_BOUND_NOTE}")
         return {**out, "source": source}
+
+
+TAU_BOUND_NOTE = ("the cold cost still rises with the gap at the longest gaps measured, so only cost / tau is "
+                  "determined there; below the lowest rate measured the cold cost is extrapolated")
 
 
 BASE_FLOOR = 0.05  # a series' own cost below this share of its mean counts as on the bound 0

@@ -3,8 +3,10 @@
 Whether a pass finds its worker idle, and for how long, depends on everything the run did: the rate, how many
 connections fortio opened and that they fire together, how connections map to workers, how long the request spent
 downstream. Rather than approximate that by formulas, each run is replayed in the simulator (the first-pass model:
-fitted passes and baseline, no wake-up yet) and every pass's idle gap is recorded (0 when the worker was busy).
-The gaps depend on the pass times only weakly (they are short next to the gaps that matter), so one pass suffices.
+fitted passes and baseline; on a lab run, the host's cores) and every pass's idle gap is recorded (0 when the worker
+was busy). At low rates the gaps hardly depend on the pass times; at high rates they do (a wake-up's CPU keeps the
+worker busy for the next pass), so the fitter replays again with the wake-up it fitted until the fit settles
+(``fit_runs._with_wakeups``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
         return None
     work.mkdir(parents=True, exist_ok=True)
     topology = load_topology(str(calibration_topology(model, work)))
+    cores = run.manifest.where.get("cpus") if run.manifest.source == "lab" else None
+    if isinstance(cores, (int, float)) and cores > 0:
+        # as `meshsim validate` replays it: every lab process shares the host's cores, and a pass that waits for a
+        # core keeps its worker busy (fewer, shorter idle gaps at high rates)
+        topology = topology.on_one_host(float(cores))
     mesh = load_mesh(str(write_model(model, work / "replayed.yaml")))
     if mesh.proxy is None:
         return None
