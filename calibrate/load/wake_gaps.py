@@ -6,7 +6,7 @@ downstream. Rather than approximate that by formulas, each run is replayed in th
 fitted passes and baseline; on a lab run, the host's cores) and every pass's idle gap is recorded (0 when the worker
 was busy). At low rates the gaps hardly depend on the pass times; at high rates they do (a wake-up's CPU keeps the
 worker busy for the next pass), so the fitter replays again with the wake-up it fitted until the fit settles
-(``fit_runs._with_wakeups``).
+(``wake_replays.fit_wakeups_on_replays``).
 """
 
 from __future__ import annotations
@@ -45,11 +45,10 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
         return None
     work.mkdir(parents=True, exist_ok=True)
     topology = load_topology(str(calibration_topology(model, work)))
-    cores = run.manifest.where.get("cpus") if run.manifest.source == "lab" else None
-    if isinstance(cores, (int, float)) and cores > 0:
+    if run.lab_host_cores is not None:
         # as `meshsim validate` replays it: every lab process shares the host's cores, and a pass that waits for a
         # core keeps its worker busy (fewer, shorter idle gaps at high rates)
-        topology = topology.on_one_host(float(cores))
+        topology = topology.on_one_host(run.lab_host_cores)
     mesh = load_mesh(str(write_model(model, work / "replayed.yaml")))
     if mesh.proxy is None:
         return None

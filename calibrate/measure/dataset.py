@@ -42,6 +42,12 @@ class Run:
     def rps(self) -> float | None:
         return self.manifest.load.rps if self.manifest.load.rps is not None else self.result.requested_rps
 
+    @property
+    def lab_host_cores(self) -> float | None:
+        """A lab run's host cores, which every lab process shared (None for other runs or when not recorded)."""
+        cores = self.manifest.where.get("cpus") if self.manifest.source == "lab" else None
+        return float(cores) if isinstance(cores, (int, float)) and cores > 0 else None
+
 
 def access_log_path(folder: Path, files: Mapping[str, str]) -> Path | None:
     """The run's access log: the one the manifest names (or ``access.jsonl``), gzipped as ``NAME.gz`` in shipped

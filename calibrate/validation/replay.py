@@ -190,9 +190,9 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     if not run.rps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
     topo, base_id, notes = topology_for(model, run, runs, topology)
-    cores = run.manifest.where.get("cpus") if run.manifest.source == "lab" else None
-    if isinstance(cores, (int, float)) and cores > 0:
-        topo = on_one_host(topo, float(cores))
+    cores = run.lab_host_cores
+    if cores is not None:
+        topo = on_one_host(topo, cores)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
     duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
