@@ -44,11 +44,11 @@ PASS_FAMILIES = [Family("gamma", True), Family("lognormal", True)]  # INBOUND's 
 
 
 def _write(root: Path, rid: str, path: str, rps: float, samples: np.ndarray,
-           cpu: dict[str, float] | None = None, topology: str = "single") -> None:
+           cpu: dict[str, float] | None = None, topology: str = "single", connections: int = 1) -> None:
     manifest = RunManifest(
         id=rid, source="lab", provenance="synthetic: test_calibrate_robust.py", when="2026-11-22T00:00:00Z",
         where={}, setup=Setup(mesh="envoy", path=path, topology=topology, proxy_workers=2),
-        load=LoadSettings(rps=rps, connections=1, duration_s=N / rps), cpu_seconds=cpu or {})
+        load=LoadSettings(rps=rps, connections=connections, duration_s=N / rps), cpu_seconds=cpu or {})
     write_run(root / rid, manifest, result_json(samples, 1e-5, requested_rps=rps, actual_rps=rps, labels=rid))
 
 
@@ -208,11 +208,14 @@ def test_baseline_wakeup_recorded(tmp_path: Path) -> None:
         gap = max(1 / rps - base.mean(), 0.0)
         _write(tmp_path, f"base-{rps:g}", "baseline", rps, base + max_wake * -math.expm1(-gap / tau))
     _write(tmp_path, "server-1000", "server-sidecar", 1000.0, _sum(BASE, INBOUND, INBOUND))
+    # a load-ladder baseline: 16 connections firing together, each request queued behind half its burst on average
+    _write(tmp_path, "base-3000-c16", "baseline", 3000.0, _sum(BASE) + 8 * BASE.mean, connections=16)
     summary = fit_runs([tmp_path], "envoy-basewake", tmp_path / "m.yaml", families=GAMMA)
     block = yaml.safe_load((tmp_path / "m.yaml").read_text())["calibration"]["baseline_wakeup"]
     assert block["max_ms"] == pytest.approx(max_wake * 1e3, rel=0.2)
     assert block["tau_ms"] == pytest.approx(tau * 1e3, rel=0.3)
-    assert "source" in block and "100 rps" in block["source"]
+    assert "source" in block and "100 rps" in block["source"] and "3000 rps" not in block["source"]
+    assert any("(3000 rps) left out of the baseline's load dependence" in n for n in summary.notes), summary.notes
     assert any("calibration.baseline_wakeup" in n for n in summary.notes)
 
 
