@@ -124,4 +124,3 @@ def _probe_at(scenario: Scenario, workload: Workload, settings: RunSettings, rat
 def _hottest(result: ReplicationResult) -> float:
     """Utilisation of the busiest instance or node."""
     return max([u.hottest for u in result.usage.values()] + list(result.node_utilization.values()), default=0.0)
-

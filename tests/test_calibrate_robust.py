@@ -396,34 +396,3 @@ def test_runs_holding_their_predicted_cold_wakes_take_them_all(tmp_path: Path) -
     decomp, shares = decompose_with_cold_wakes(load_runs([tmp_path]).runs, predicted, PASS_FAMILIES, lines.append)
     assert shares == {"inbound": 1.0, "outbound": 1.0} and not any("refuses" in line for line in lines)
     assert decomp.components["proxy.outbound_pass"].best.distribution.mean == pytest.approx(OUTBOUND.mean, rel=0.1)
-
-
-def test_cpu_at_rates_without_a_baseline_identifies_the_wake_up(tmp_path: Path) -> None:
-    """The lab's load ladder: runs at high rates with no baseline at the same rate. The latency a proxy adds needs
-    that baseline; its CPU per request does not. At 100 and 300 rps every pass wakes cold (gaps >> tau): a cold
-    wake's CPU cannot be told from the pass's own, and the fit must say so; the runs at 1000 and 1500 rps, whose
-    gaps reach below tau, identify it (they were once dropped for want of a baseline)."""
-    c0, cold, tau = 50e-6, 100e-6, 1e-3
-    response_p = -math.expm1(-BASE.mean / tau)
-    for rps in (100.0, 300.0, 1000.0, 1500.0):
-        folder = tmp_path / ("low" if rps < 1000 else "high")
-        if rps < 1000:
-            _write(folder, f"base-{rps:g}", "baseline", rps, _sum(BASE))
-        server = _sum(BASE, INBOUND, INBOUND)
-        p_req = -math.expm1(-max(1 / rps - server.mean(), 0.0) / tau)
-        colds = (RNG.random(N) < p_req).astype(float) + (RNG.random(N) < response_p)
-        cpu = (c0 + cold * (p_req + response_p)) * N  # seconds over the run's N requests
-        _write(folder, f"server-{rps:g}", "server-sidecar", rps, server + cold * colds, cpu={"server/sidecar": cpu})
-    unidentified = fit_runs([tmp_path / "low"], "envoy-low", tmp_path / "low.yaml", families=GAMMA)
-    assert load_mesh(str(tmp_path / "low.yaml")).proxy.wakeup is None, unidentified.notes
-    summary = fit_runs([tmp_path / "low", tmp_path / "high"], "envoy-ladder", tmp_path / "m.yaml", families=GAMMA)
-    wake = load_mesh(str(tmp_path / "m.yaml")).proxy.wakeup
-    assert wake is not None, summary.notes
-    assert "server/sidecar CPU, server-sidecar (" in wake_source(tmp_path / "m.yaml")
-    assert "1500 rps" in wake_source(tmp_path / "m.yaml")
-    assert wake.cpu == pytest.approx(cold, rel=0.3) and wake.tau == pytest.approx(tau, rel=0.5)
-    assert wake.delay == 0.0  # the cold wakes here are CPU on the worker: the latency runs ask for no delay
-
-
-def wake_source(model: Path) -> str:
-    return yaml.safe_load(model.read_text())["proxy"]["wakeup"]["source"]

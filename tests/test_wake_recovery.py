@@ -1,4 +1,5 @@
-"""The wake-up's costs recovered through the project's own simulator, on a lab host whose cores the passes share.
+"""The wake-up's costs recovered: through the project's own simulator on a lab host whose cores the passes share,
+and from the load ladder's runs that have no baseline at their rate (the last test).
 
 A mesh model with a known wake-up (cold CPU 0.3 ms, tau 4 ms, resume CPU 0.04 ms per wake) and half of each pass on
 the CPU is simulated on one 2-core host, as the lab runs: one connection at 200, 500 and 1000 rps, and the
@@ -17,19 +18,21 @@ the cold CPU, 32 % on tau); the runs are seeded, so the result is the same on ev
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from test_calibrate_robust import BASE, GAMMA, INBOUND, N, _write
 from test_calibrate_simrecovery import _truth_model
 
 from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.calibrate.fit_runs import fit_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
-from meshsim.catalog import load_topology
+from meshsim.catalog import load_mesh, load_topology
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 
 WAKE = {"delay_ms": 0.0, "cpu_ms": 0.3, "tau_ms": 4.0, "resume_cpu_ms": 0.04, "source": "test truth"}
@@ -81,3 +84,39 @@ def test_the_wake_up_is_recovered_from_runs_on_a_busy_host(tmp_path: Path) -> No
     for side in ("inbound", "outbound"):
         assert proxy["sides"][side]["cpu_fraction"] == pytest.approx(CPU_FRACTION, rel=0.1), side
     assert any("replayed" in n and "with the last fit's wake-up" in n for n in summary.notes), summary.notes
+
+
+def test_cpu_at_rates_without_a_baseline_identifies_the_wake_up(tmp_path: Path) -> None:
+    """The lab's load ladder: runs at high rates with no baseline at the same rate. The latency a proxy adds needs
+    that baseline; its CPU per request does not. At 100 and 300 rps every pass wakes cold (gaps >> tau): a cold
+    wake's CPU cannot be told from the pass's own, and the fit must say so; the runs at 1000 and 1500 rps, whose
+    gaps reach below tau, identify it (they were once dropped for want of a baseline)."""
+    rng = np.random.default_rng(11)
+    c0, cold, tau = 50e-6, 100e-6, 1e-3
+    response_p = -math.expm1(-BASE.mean / tau)
+    for rps in (100.0, 300.0, 1000.0, 1500.0):
+        folder = tmp_path / ("low" if rps < 1000 else "high")
+        if rps < 1000:
+            _write(folder, f"base-{rps:g}", "baseline", rps, _draw(rng, BASE))
+        server = _draw(rng, BASE, INBOUND, INBOUND)
+        p_req = -math.expm1(-max(1 / rps - server.mean(), 0.0) / tau)
+        colds = (rng.random(N) < p_req).astype(float) + (rng.random(N) < response_p)
+        cpu = (c0 + cold * (p_req + response_p)) * N  # seconds over the run's N requests
+        _write(folder, f"server-{rps:g}", "server-sidecar", rps, server + cold * colds, cpu={"server/sidecar": cpu})
+    unidentified = fit_runs([tmp_path / "low"], "envoy-low", tmp_path / "low.yaml", families=GAMMA)
+    assert load_mesh(str(tmp_path / "low.yaml")).proxy.wakeup is None, unidentified.notes
+    summary = fit_runs([tmp_path / "low", tmp_path / "high"], "envoy-ladder", tmp_path / "m.yaml", families=GAMMA)
+    wake = load_mesh(str(tmp_path / "m.yaml")).proxy.wakeup
+    assert wake is not None, summary.notes
+    assert "server/sidecar CPU, server-sidecar (" in wake_source(tmp_path / "m.yaml")
+    assert "1500 rps" in wake_source(tmp_path / "m.yaml")
+    assert wake.cpu == pytest.approx(cold, rel=0.3) and wake.tau == pytest.approx(tau, rel=0.5)
+    assert wake.delay == 0.0  # the cold wakes here are CPU on the worker: the latency runs ask for no delay
+
+
+def _draw(rng: np.random.Generator, *dists) -> np.ndarray:
+    return sum(d.sample(rng, N) for d in dists)
+
+
+def wake_source(model: Path) -> str:
+    return yaml.safe_load(model.read_text())["proxy"]["wakeup"]["source"]

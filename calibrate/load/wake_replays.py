@@ -60,7 +60,7 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
         return decomp
     if replayed > 1:
         fitted.notes.append(f"wake-up fitted on idle gaps replayed {replayed} times, each time with the last fit's "
-                            "wake-up: " + ("it moved less than 5 % in the last" if settled else
+                            "wake-up: " + (f"it moved less than {SETTLED:.0%} in the last" if settled else
                                            f"still moving after {WAKE_REPLAYS}, the last fit kept"))
     extra.wakeup, extra.cold, extra.cpu_without_wake = fitted.wakeup, fitted.cold, fitted.cpu_without_wake
     extra.notes[:] = fitted.notes
