@@ -190,6 +190,9 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description)
+    saturated = saturated_runs(batch.runs, usable)
+    if saturated:
+        model["calibration"]["saturated_runs"] = saturated
     add_held_fraction(model, usable, summary.notes, say)
     if network_hop:
         add_network_hop(model, usable, summary.notes, say)
@@ -225,6 +228,20 @@ def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary
         problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
         raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
     return usable
+
+
+def saturated_runs(runs: Sequence[Run], usable: Sequence[Run]) -> list[dict[str, Any]]:
+    """The saturated runs left out of the fit, each a calibration result of its own: the rate its setup carried.
+
+    A run that fell behind its requested rate has no defined arrival process to replay, so its latencies are not
+    fitted; what it carried is still a measured capacity of that setup (a load ladder's top rung on a slower host).
+    ``meshsim validate`` counts these runs with the calibration, never as held-out."""
+    fitted = {r.id for r in usable}
+    return [{"run": r.id, "topology": r.manifest.setup.topology, "path": r.manifest.setup.path,
+             "features": list(r.manifest.setup.features), "connections": r.manifest.load.connections,
+             "requested_rps": r.rps, "achieved_rps": round(float(r.result.actual_rps), 1),
+             "source": f"fortio ActualQPS of run {r.id}"}
+            for r in runs if r.status == "saturated" and r.id not in fitted]
 
 
 def _same_payload(usable: list[Run], summary: FitSummary, say: Progress) -> list[Run]:

@@ -9,12 +9,13 @@ minutes on a 2-core machine; progress goes to ``progress`` (stderr in the CLI).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError
 
+from meshsim.calibrate.measure.dataset import load_run
 from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
 from meshsim.calibrate.measure.lab.spec import (DEFAULT_DURATION_S, DEFAULT_MESH, DEFAULT_PAYLOADS, DEFAULT_RATES,
@@ -39,6 +40,23 @@ BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one
 LADDER_CONNECTIONS = 16
 LADDER_RATES: tuple[float, ...] = (1500.0, 4500.0, 9000.0)
 LADDER_STAGES: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single", "sidecar"))
+# A rung that saturates sets the ladder's top from what the host carried: one more rung at this fraction of it
+# (just below saturation the workers' idle gaps are shortest, yet a c=16 fortio load still keeps its rate), unless
+# the planned rungs already reach within MIN_RUNG_STEP of it.
+CARRIED_FRACTION = 0.8
+MIN_RUNG_STEP = 1.1
+
+
+@dataclass(frozen=True)
+class LadderRung:
+    """One load-ladder run: what was asked, what the lab carried, and whether the rung was added from that."""
+
+    setup: str
+    requested_rps: float
+    achieved_rps: float
+    status: str  # ok | saturated (a measured capacity, recorded by the fit as calibration.saturated_runs)
+    folder: Path
+    added: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,7 @@ class LabCalibration:
     model_out: Path | None
     elapsed_s: float
     fit: Any = None
+    ladder: tuple[LadderRung, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -56,6 +75,10 @@ class LabCalibration:
         lines.append(f"lab calibration: {len(self.run_dirs)} runs in {', '.join(folders) or '-'}"
                      + (f", model {self.model_out}" if self.fit is not None else ", not fitted")
                      + f", {self.elapsed_s:.0f} s")
+        lines.extend(f"load ladder: {r.setup} carried {r.achieved_rps:.0f} of {r.requested_rps:g} rps (saturated: a "
+                     "measured capacity, not fitted)" for r in self.ladder if r.status == "saturated")
+        lines.extend(f"load ladder: {r.setup} top rung at {r.requested_rps:g} rps, placed from what the lab carried"
+                     for r in self.ladder if r.added)
         return "\n".join(lines)
 
 
@@ -64,9 +87,10 @@ def plan_probes(rates: Sequence[float], payloads: Sequence[int], duration_s: flo
             for b in payloads for q in rates]
 
 
-def ladder_plan(payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
+def ladder_plan(payloads: Sequence[int], duration_s: float,
+                rates: Sequence[float] = LADDER_RATES) -> list[ProbeSettings]:
     return [ProbeSettings(rps=q, connections=LADDER_CONNECTIONS, duration_s=duration_s, payload_bytes=payloads[0])
-            for q in LADDER_RATES]
+            for q in sorted(rates)]
 
 
 def burst_plan(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
@@ -85,11 +109,15 @@ class _Measurer:
     stored: StoredProbes | None
     runs: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
+    ladder: list[LadderRung] = field(default_factory=list)
 
-    def measure(self, spec: LabSpec, probes: Sequence[ProbeSettings]) -> None:
+    def measure(self, spec: LabSpec, probes: Sequence[ProbeSettings]) -> list[Path]:
+        """The probes' run folders, in the probes' order (stored ones taken, the others measured now)."""
+        found: list[Path | None] = []
         todo = []
         for settings in probes:
             folder = self.stored.take(spec, settings) if self.stored is not None else None
+            found.append(folder)
             if folder is None:
                 todo.append(settings)
                 continue
@@ -97,10 +125,14 @@ class _Measurer:
             self.skipped.append(folder)
             self.say(f"    resume: skipped {settings.rps:g} rps c={settings.connections} {settings.payload_bytes} B, "
                      f"stored in {folder}")
+        measured: list[Path] = []
         if todo:
             results = lab_run(spec, todo, self.out_dir, progress=lambda msg: self.say(f"    {msg}"),
                               state_dir=self.state_dir)
-            self.runs.extend(r.folder for r in results)
+            measured = [r.folder for r in results]
+            self.runs.extend(measured)
+        fresh = iter(measured)
+        return [folder if folder is not None else next(fresh) for folder in found]
 
 
 def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Sequence[ProbeSettings],
@@ -124,7 +156,38 @@ def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Seque
     for topology, mode in LADDER_STAGES if ladder else ():
         m.say(f"load ladder: {mode}, {workers} workers, c = {LADDER_CONNECTIONS} at "
               f"{'/'.join(f'{p.rps:g}' for p in ladder)} rps ...")
-        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), ladder)
+        m.ladder.extend(measure_ladder(m, LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), ladder))
+
+
+def measure_ladder(m: _Measurer, spec: LabSpec, ladder: Sequence[ProbeSettings]) -> list[LadderRung]:
+    """The planned rungs, then (when a rung saturated) one more at CARRIED_FRACTION of the least it carried.
+
+    The planned rates are fixed numbers; what a host carries is not (a 2-core machine carried 7 364 of 9 000 rps
+    with both sidecars, another 11 418 of 12 000). A saturated rung still measured something: the rate this setup
+    carries on this host, recorded as a calibration result; the added rung gives the fit the CPU per request near
+    that rate, where the workers' idle gaps are shortest."""
+    rungs = [_rung(spec, folder, added=False) for folder in m.measure(spec, ladder)]
+    saturated = [r for r in rungs if r.status == "saturated"]
+    if not saturated:
+        return rungs
+    least = min(saturated, key=lambda r: r.achieved_rps)
+    carried = least.achieved_rps
+    top_ok = max((r.requested_rps for r in rungs if r.status == "ok"), default=0.0)
+    rate = float(round(CARRIED_FRACTION * carried, -1))
+    if rate <= MIN_RUNG_STEP * top_ok:
+        m.say(f"    load ladder: {spec.mode} carried {carried:.0f} rps at most; its top rung ({top_ok:g} rps) is "
+              "already near that")
+        return rungs
+    m.say(f"    load ladder: {spec.mode} carried {carried:.0f} of {least.requested_rps:g} rps; one more rung at "
+          f"{rate:g} rps ({CARRIED_FRACTION:.0%} of what it carried) ...")
+    added = m.measure(spec, [replace(ladder[0], rps=rate)])
+    return [*rungs, _rung(spec, added[0], added=True)]
+
+
+def _rung(spec: LabSpec, folder: Path, added: bool) -> LadderRung:
+    run = load_run(folder)
+    return LadderRung(f"{spec.topology} {spec.mode}", float(run.rps or 0.0), float(run.result.actual_rps),
+                      run.status, folder, added)
 
 
 def calibrate_lab(
@@ -142,6 +205,7 @@ def calibrate_lab(
     batching_probe: bool = True,
     burst_probes: bool = True,
     load_ladder: bool = True,
+    ladder_rates: Sequence[float] = LADDER_RATES,
     resume: bool = False,
     state_dir: Path = DEFAULT_LAB_DIR,
 ) -> LabCalibration:
@@ -158,7 +222,9 @@ def calibrate_lab(
 
     ``load_ladder``: the baseline and both sidecars with 16 connections at 1 500, 4 500 and 9 000 rps. A worker's
     CPU per request falls with load (fewer cold wake-ups); only idle gaps shorter than the wake-ups' time scale tell
-    the wake-up's cost from the pass's own, and the pass's own cost sets the saturation rate.
+    the wake-up's cost from the pass's own, and the pass's own cost sets the saturation rate. A rung the host does
+    not carry is kept as a measured capacity and the ladder gets one more rung below it (``measure_ladder``);
+    ``ladder_rates`` replaces the planned rates.
 
     ``resume``: a probe whose run is already stored under ``out_dir`` (same setup and load) is not measured again;
     the fit uses the stored and the new runs. ``state_dir``: where the lab records its processes while it runs.
@@ -169,7 +235,8 @@ def calibrate_lab(
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)
     bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []
-    ladder = (ladder_plan(payloads, duration_s) if load_ladder and set(LADDER_STAGES) <= set(stages) else [])
+    ladder = (ladder_plan(payloads, duration_s, ladder_rates) if load_ladder and set(LADDER_STAGES) <= set(stages)
+              else [])
     total = len(stages) * len(probes) + int(batching) + len(bursts) + len(LADDER_STAGES) * len(ladder)
     extras = "".join(f" + {n} {what}" for n, what in ((int(batching), "batching"), (len(bursts), "bursts"),
                                                        (len(LADDER_STAGES) * len(ladder), "load ladder")) if n)
@@ -187,22 +254,27 @@ def calibrate_lab(
     if measurer.skipped:
         say(f"resume: skipped {len(measurer.skipped)} probes already stored in {out_dir}, measured "
             f"{len(runs) - len(measurer.skipped)}")
-    fitted = None
-    if fit and model_out is not None:
-        say(f"fitting {model_out} from {len(runs)} runs ...")
-        # The fitter lives with the calibration code (meshsim.calibrate.fit_runs); imported late so the lab works alone.
-        try:
-            from meshsim.calibrate.fit_runs import fit_runs
-        except ImportError as exc:
-            raise MeshsimError(f"calibrate --lab: the fitter meshsim.calibrate.fit_runs.fit_runs is not available ({exc}); "
-                               f"the {len(runs)} runs are kept in {out_dir}") from None
-        from meshsim.calibrate.fit.families import Family
-
-        # The lab's short loopback runs are clean; three candidates (shifted lognormal and gamma, and a lognormal
-        # mixture for the tail) keep the whole plan within 5 minutes; `meshsim fit` tries all nine on the runs.
-        families = [Family("lognormal", True), Family("gamma", True), Family("lognormal", True, True)]
-        fitted = fit_runs(runs, mesh=mesh, out=Path(model_out), progress=lambda msg: say(f"    {msg}"),
-                          families=families)
+    fitted = _fit(runs, mesh, Path(model_out), Path(out_dir), say) if fit and model_out is not None else None
     elapsed = time.monotonic() - started
     say(f"lab calibration done in {elapsed:.0f} s; runs in {out_dir}" + (f", model {model_out}" if fitted else ""))
-    return LabCalibration(tuple(runs), Path(model_out) if model_out else None, elapsed, fitted)
+    return LabCalibration(tuple(runs), Path(model_out) if model_out else None, elapsed, fitted,
+                          tuple(measurer.ladder))
+
+
+def _fit(runs: Sequence[Path], mesh: str, model_out: Path, out_dir: Path, say: Progress) -> Any:
+    """Fit ``model_out`` from the plan's runs (``meshsim.calibrate.fit_runs``)."""
+    say(f"fitting {model_out} from {len(runs)} runs ...")
+    # The fitter lives with the calibration code (meshsim.calibrate.fit_runs); imported late so the lab works alone.
+    try:
+        from meshsim.calibrate.fit_runs import fit_runs
+    except ImportError as exc:
+        raise MeshsimError(f"calibrate --lab: the fitter meshsim.calibrate.fit_runs.fit_runs is not available ({exc}); "
+                           f"the {len(runs)} runs are kept in {out_dir}") from None
+    from meshsim.calibrate.fit.families import Family
+
+    # The lab's short loopback runs are clean; three candidates (shifted lognormal and gamma, and a lognormal
+    # mixture for the tail) keep the whole plan within 5 minutes; `meshsim fit` tries all nine on the runs.
+    families = [Family("lognormal", True), Family("gamma", True), Family("lognormal", True, True)]
+    fitted = fit_runs(runs, mesh=mesh, out=model_out, progress=lambda msg: say(f"    {msg}"),
+                      families=families)
+    return fitted

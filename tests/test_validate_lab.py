@@ -71,9 +71,11 @@ def test_every_run_is_measured_and_validated(lab_validation) -> None:
     expected_held = sum(len(h.probes) for h in SMALL_PLAN.held_out) * SMALL_PLAN.repeats
     assert len(lab_validation.held_out_runs) == expected_held
     # every stage at every rate with one connection, plus the batching probe (8 connections on one worker), the
-    # bursts (c = 2, 4, 8 firing together at the lowest rate) and the load ladder (baseline and both sidecars, c=16)
+    # bursts (c = 2, 4, 8 firing together at the lowest rate) and the load ladder (baseline and both sidecars, c=16,
+    # and one more rung per setup whose planned rungs the host did not carry)
+    added = [r for r in lab_validation.ladder if r.added]
     assert len(lab_validation.calibration_runs) == len(SMALL_PLAN.calibration_stages) * len(
-        SMALL_PLAN.calibration_rates) + 1 + len(BURST_CONNECTIONS) + len(LADDER_STAGES) * len(LADDER_RATES)
+        SMALL_PLAN.calibration_rates) + 1 + len(BURST_CONNECTIONS) + len(LADDER_STAGES) * len(LADDER_RATES) + len(added)
     assert not v.skipped, v.skipped
     assert len(v.comparisons) == expected_held + len(lab_validation.calibration_runs)
     assert all(Path(c.folder).is_dir() for c in v.comparisons)
@@ -81,6 +83,7 @@ def test_every_run_is_measured_and_validated(lab_validation) -> None:
 
 def test_roles_fit_topology_and_held_out(lab_validation) -> None:
     fit = _by(lab_validation, "fit")
+    # every calibration run, a ladder rung the host did not carry included, is a fit run, never a held-out one
     assert {Path(c.folder) for c in fit} == set(lab_validation.calibration_runs)
     # each repeat's chain5 / bookinfo sidecar run derives its topology from its own repeat's baseline run
     baselines = sum(len(h.probes) for h in SMALL_PLAN.held_out if h.mode == "baseline") * SMALL_PLAN.repeats

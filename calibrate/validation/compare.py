@@ -2,7 +2,8 @@
 
 Every run folder is replayed in the simulator with its own setup and fortio workload (``replay``); the measured
 percentiles come from the raw access log when the run has one, else from fortio's histogram interpolated the way
-fortio does. A run the model was fitted from (``calibration.fitted_from``) is marked ``fit``, a baseline run that
+fortio does. A run the model was fitted from (``calibration.fitted_from``), or that its calibration measured past
+what the setup carried (``calibration.saturated_runs``), is marked ``fit``, a baseline run that
 only supplied a derived topology ``topology``; both are left out of the summary unless asked for, so the summary
 speaks about held-out runs only.
 """
@@ -260,7 +261,10 @@ def validate_runs(
         raise FieldError("sim_duration_s", f"must be > 0 seconds and finite, got {sim_duration_s}")
     model_path, model_data, name = _model(model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
-    fitted = set((model_data.get("calibration") or {}).get("fitted_from") or [])
+    calibration = model_data.get("calibration") or {}
+    # a saturated calibration run was seen by the calibration (a measured capacity), so it is never held-out
+    fitted = set(calibration.get("fitted_from") or []) | {
+        s.get("run") for s in calibration.get("saturated_runs") or [] if isinstance(s, Mapping)}
     validation = Validation(str(model_path), name, [], include_fit_runs=include_fit_runs,
                             settings={"replications": replications, "sim_duration_s": sim_duration_s,
                                       "seed": seed, "topology": str(topology) if topology else "from manifests"})

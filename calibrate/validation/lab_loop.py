@@ -75,6 +75,7 @@ class LabValidation:
     held_out_runs: tuple[Path, ...]
     validation: Validation
     elapsed_s: float
+    ladder: tuple[Any, ...] = ()  # the calibration's load-ladder rungs (lab_calibration.LadderRung)
 
 
 def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Progress) -> list[Path]:
@@ -128,7 +129,8 @@ def validate_lab(
     held = measure_held_out(plan, out / "held-out", mesh, say)
     say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
     validation = validate_runs(model, [*cal.run_dirs, *held], replications=replications, seed=seed, progress=say)
-    return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started)
+    return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started,
+                         tuple(cal.ladder))
 
 
 def _calibrate(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,

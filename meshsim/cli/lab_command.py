@@ -7,6 +7,7 @@ Also ``add_lab_calibrate_options`` / ``lab_calibrate_kwargs`` for ``meshsim cali
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from pathlib import Path
@@ -145,6 +146,9 @@ def _rates(text: str, flag: str = "--rps") -> list[float]:
         raise MeshsimError(f"{flag}: expected a number or a comma list like 200,1000, got {text!r}") from None
     if not rates:
         raise MeshsimError(f"{flag}: empty")
+    bad = [r for r in rates if not (math.isfinite(r) and r > 0)]
+    if bad:
+        raise MeshsimError(f"{flag}: every rate must be a finite number > 0, got {bad[0]:g}")
     return rates
 
 
@@ -163,6 +167,7 @@ def handle_run(args: argparse.Namespace) -> int:
 
 def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     """Options of `meshsim calibrate --lab` (all prefixed --lab-)."""
+    from meshsim.calibrate.lab_calibration import LADDER_RATES
     from meshsim.calibrate.measure.lab.spec import DEFAULT_DURATION_S, DEFAULT_PAYLOADS, DEFAULT_RATES
 
     group = parser.add_argument_group("lab calibration (--lab)")
@@ -184,8 +189,11 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
                        help="skip the runs with 2, 4 and 8 connections firing together at the lowest rate that show "
                             "what part of a proxy pass holds its worker")
     group.add_argument("--lab-no-load-ladder", action="store_true",
-                       help="skip the baseline and both-sidecar runs with 16 connections at 1500, 4500 and 9000 rps "
-                            "that show how a worker's CPU per request falls with load")
+                       help="skip the baseline and both-sidecar runs with 16 connections at rising rates that show "
+                            "how a worker's CPU per request falls with load")
+    group.add_argument("--lab-ladder-rates", default=",".join(f"{r:g}" for r in LADDER_RATES),
+                       help="rps of the load ladder's rungs, comma list (default %(default)s); a rung the host does "
+                            "not carry is kept as a measured capacity and adds one rung at 80%% of what it carried")
 
 
 def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -200,4 +208,5 @@ def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
             "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes,
             "load_ladder": not args.lab_no_load_ladder,
+            "ladder_rates": _rates(args.lab_ladder_rates, "--lab-ladder-rates"),
             "state_dir": args.lab_state_dir, "resume": bool(getattr(args, "resume", False))}
