@@ -15,12 +15,15 @@ from meshsim.progress import Progress
 
 
 def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
-    """With bursts among the runs, the fraction of a pass that holds its worker, fitted by simulation, replaces the
-    CPU-based ``cpu_fraction``; without them (one-connection runs cannot show it) the CPU-based estimate stays, or,
-    with no CPU data either, the lab's measured fraction is used as a prior and the fit says so. A model whose
+    """With bursts among the runs, each side's fraction of a pass that holds its worker, fitted by simulation (the
+    server-only bursts give the inbound side, both sidecars then the outbound), bounded by the CPU-based fraction
+    where the runs measured the proxy's CPU: a pass holds its worker only as long as it computes. A model whose
     sidecar sides got their CPU measured (``proxy.sides``) keeps those: CPU seconds are the direct reading of what
-    holds a worker, and a burst's latency also carries host-level scheduling delay that no held fraction explains."""
-    from meshsim.calibrate.load.held_fraction import apply_held_fraction, apply_prior, burst_runs, fit_held_fraction
+    holds a worker, and a burst's latency also carries host-level scheduling delay that no held fraction explains.
+    Without bursts (one-connection runs cannot show it) the CPU-based estimate stays, or, with no CPU data either,
+    the lab's measured fraction is used as a prior and the fit says so."""
+    from meshsim.calibrate.load.held_fraction import (apply_held_fraction, apply_prior, burst_runs, cpu_bounds,
+                                                      fit_held_fraction)
 
     if not model.get("proxy"):
         return
@@ -33,10 +36,28 @@ def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[
     if not bursts:
         apply_prior(model, notes, say)
         return
-    say(f"fitting the held fraction of a pass by simulation from {len(bursts)} burst runs ...")
+    say(f"fitting the held fraction of a pass by simulation from {len(burst_runs(usable))} burst runs ...")
     with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
-        fit = fit_held_fraction(model, usable, Path(work), progress=say)
-    apply_held_fraction(model, fit, notes)
+        fits = fit_held_fraction(model, usable, Path(work), progress=say, bounds=cpu_bounds(model))
+    apply_held_fraction(model, fits, notes)
+
+
+def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+    """``cluster.wakeup``: how the cluster's apps wake after idling, from baseline runs at idle gaps far enough
+    apart (one connection and a burst of connections at one rate, or one connection at several rates); replays of
+    burst runs (the held fraction) then see the baseline a burst really has."""
+    from meshsim.calibrate.load.baseline_wake import fit_baseline_wake
+
+    with tempfile.TemporaryDirectory(prefix="meshsim-wake-") as work:
+        fit = fit_baseline_wake(model, usable, Path(work), progress=say)
+    if fit is None:
+        notes.append("cluster.wakeup not fitted: no two baseline runs at idle gaps far enough apart")
+        return
+    if fit.delay_ms <= 0.0:
+        notes.append("cluster.wakeup: the baseline runs show no wake-up (best fit without one)")
+        return
+    model.setdefault("cluster", {})["wakeup"] = fit.block()
+    notes.append(f"cluster.wakeup: delay {fit.delay_ms:g} ms, tau {fit.tau_ms:g} ms, from {', '.join(fit.runs)}")
 
 
 def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
@@ -44,10 +65,11 @@ def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[st
     reproduce their percentiles up to p99.9; a topology that does not describe the runs is noted, not fatal."""
     from meshsim.calibrate.fit.network_hop_fit import baseline_runs_for_hop, fit_network_hop
 
-    if not baseline_runs_for_hop(usable):
+    chosen = baseline_runs_for_hop(usable)
+    if not chosen:
         return
     try:
-        fitted = fit_network_hop(usable, progress=say)
+        fitted = fit_network_hop(usable, topology=_on_fitted_cluster(model, chosen), progress=say)
     except MeshsimError as exc:
         notes.append(f"network hop not fitted: {exc}")
         return
@@ -61,6 +83,26 @@ def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[st
         "topology": fitted.topology, "hop": fitted.key, "distribution": fitted.spec(),
         "source": f"replace network.{fitted.key} of topology {fitted.topology!r} with this distribution to predict "
                   "these runs' tails (the fitted passes already hold their own loopback hops)"}
+    if fitted.key == "cross_node":  # a hop between two of the cluster's nodes: every prediction on it uses it
+        model.setdefault("cluster", {})["cross_node"] = {
+            **fitted.spec(), "source": f"fitted by meshsim fit from baseline runs {', '.join(fitted.runs)}: the "
+            f"cross-node hop that makes topology {fitted.topology!r} (with the cluster's wake-up) reproduce their "
+            "p50..p99.9 (calibrate/fit/network_hop_fit.py)"}
+
+
+def _on_fitted_cluster(model: Mapping[str, Any], runs: Sequence[Run]) -> Any:
+    """The baseline runs' topology with the cluster's fitted wake-up (None: as shipped, when none was fitted)."""
+    from meshsim.catalog import load_topology
+    from meshsim.cluster_facts import ClusterFacts
+    from meshsim.wakeup import parse_wakeup
+    from meshsim.yamlio import Section
+
+    wake = (model.get("cluster") or {}).get("wakeup")
+    names = {r.manifest.setup.topology for r in runs}
+    if not wake or len(names) != 1:
+        return None
+    facts = ClusterFacts(wakeup=parse_wakeup(Section(wake, "cluster.wakeup")))
+    return facts.applied_to(load_topology(names.pop()))
 
 
 def _flat_numbers(spec: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

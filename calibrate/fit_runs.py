@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from meshsim.calibrate.load import load_dependence, side_cpu
-from meshsim.calibrate.fit_beyond_passes import add_held_fraction, add_memory, add_network_hop
+from meshsim.calibrate.fit_beyond_passes import add_cluster_wakeup, add_held_fraction, add_memory, add_network_hop
 from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
@@ -159,13 +159,16 @@ def fit_runs(
     refine: bool = False,
     check: bool = False,
     network_hop: bool = True,
+    connection_balance: str = "hash",
 ) -> FitSummary:
     """Fit a mesh model from run folders; writes ``out`` (atomically) unless it is None.
 
     ``refine``: afterwards move the pass shifts until the simulator, driven by the runs' own fortio workload,
     reproduces their means (simulation-based refinement). ``check``: simulate every run with the written model
     and report measured vs simulated p50/p90/p99 in the summary. ``network_hop``: fit the baseline runs' topology's
-    client <-> entry hop (heavy-tailed, from p50..p99.9) into ``calibration.network_hop``.
+    client <-> entry hop (heavy-tailed, from p50..p99.9) into ``calibration.network_hop`` and ``cluster.cross_node``.
+    ``connection_balance``: how the proxy's listener hands connections to its workers (a fact of its version, see
+    ``meshsim.mesh.BALANCE``); the replays of bursts and idle gaps use it.
     """
     say = progress or (lambda _m: None)
     batch = load_runs(run_dirs, progress=say)
@@ -184,18 +187,23 @@ def fit_runs(
     if other_runs and replay:
         def assemble(with_extra: load_dependence.Extra, with_decomp: Decomposition) -> dict[str, Any]:
             return _assemble(mesh, with_decomp, with_extra, usable, n_workers, ref_rps, other_runs, [], [],
-                             default_features, feature_descriptions, version, description)
+                             default_features, feature_descriptions, version, description, connection_balance)
 
         decomp = fit_wakeups_on_replays(assemble, decomp, replay, usable, ref_runs, other_runs, extra, fams, say)
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
-                      default_features, feature_descriptions, version, description)
+                      default_features, feature_descriptions, version, description, connection_balance)
     saturated = saturated_runs(batch.runs, usable)
     if saturated:
         model["calibration"]["saturated_runs"] = saturated
+    add_cluster_wakeup(model, usable, summary.notes, say)
     add_held_fraction(model, usable, summary.notes, say)
     if network_hop:
         add_network_hop(model, usable, summary.notes, say)
+    if model.get("cluster"):
+        model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
+                                      "this model use them in place of the topology's (predict --cluster topology "
+                                      "keeps the topology's)")
     comps = decomp.components
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
@@ -270,14 +278,17 @@ def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[
             summary.checks = simcheck.simulate_runs(model_file, ref_runs, Path(work), progress=say)
 
 
-def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: float | None) -> dict[str, Any] | None:
+def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: float | None,
+                   balance: str = "hash") -> dict[str, Any] | None:
     """The sidecar proxy's block with its fitted passes (None when no proxy pass was fitted)."""
     comps = decomp.components
     if "proxy.inbound_pass" not in comps and "proxy.pass" not in comps:
         return None
     proxy = proxy_skeleton(mesh, n_workers, cpu_limit, "workers and cpu_limit from the run manifests; "
                            "header_bytes and per_kb_ms not identified (one payload size): pass times include "
-                           "the payload of the runs")
+                           "the payload of the runs" + ("" if balance == "hash" else f"; connection_balance "
+                           f"{balance}: given to meshsim fit (--connection-balance), a fact of the proxy's version"))
+    proxy["connection_balance"] = balance
     if "proxy.pass" in comps:
         spec = _spec(comps["proxy.pass"], decomp.runs_of["proxy.pass"], "one pass of the sidecar proxy")
         proxy["passes"] = {k: spec for k in ("inbound_request", "inbound_response", "outbound_request",
@@ -312,14 +323,14 @@ def _lb_section(mesh: str, decomp: Decomposition, n_workers: int) -> dict[str, A
 def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
               ref_rps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
               default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
-              description: str | None) -> dict[str, Any]:
+              description: str | None, balance: str = "hash") -> dict[str, Any]:
     """The mesh model (schema meshsim/mesh/v1) from a decomposition and what runs at other rates added."""
     notes.extend(decomp.notes)
     comps = decomp.components
     limits = {r.manifest.setup.proxy_cpu_limit for r in usable}
     cpu_limit = limits.pop() if len(limits) == 1 else None
     sources = {r.id: r.manifest.provenance for r in usable}
-    proxy = _proxy_section(mesh, decomp, n_workers, cpu_limit)
+    proxy = _proxy_section(mesh, decomp, n_workers, cpu_limit, balance)
     lb = _lb_section(mesh, decomp, n_workers)
     features = _features(decomp, default_features, feature_descriptions or {})
     cpu = load_dependence.cpu(usable, decomp, extra.notes)

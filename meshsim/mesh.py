@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from meshsim.cluster_facts import ClusterFacts, parse_cluster
 from meshsim.distributions import MS, Distribution
 from meshsim.distribution_spec import distribution_at, parse_distribution
 from meshsim.errors import FieldError, ModelError
@@ -23,7 +24,13 @@ SIDES = ("inbound", "outbound")  # a sidecar's two halves: the server's (inbound
 LB_PASS_KINDS = ("request", "response")
 DISPATCH = ("pinned", "shared")
 PLACEMENT = ("sidecar", "node")
-BALANCE = ("hash", "round_robin")
+# How a proxy's listener hands new connections to its workers: ``hash`` -- one listening socket per worker
+# (SO_REUSEPORT, Envoy's default on Linux since 1.20): the kernel hashes each connection to a worker; ``round_robin``
+# -- Envoy's exact_balance; ``shared_listener`` -- every worker waits on one listening socket (Envoy before
+# reuse_port became its default: Istio 1.2's Envoy 1.11, 1.7's 1.15, 1.11's 1.19): all are woken, the one whose core
+# is still warm (the one busy most recently) reaches accept() first and takes the connection, and a busy worker
+# cannot accept at all, so connections opened together or one after another land on one worker.
+BALANCE = ("hash", "round_robin", "shared_listener")
 LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
 
 
@@ -79,6 +86,9 @@ class ProxyModel:
     dispatch: str = "pinned"
     placement: str = "sidecar"
     connection_balance: str = "hash"
+    # shared_listener: how long after accepting a connection the accepting worker still takes the next one (its
+    # accept loop runs while an idle worker is being scheduled): tens of microseconds on Linux
+    accept_window: float = 0.05 * MS
     cpu_limit: float | None = None
     header_bytes: int = 0
     per_kb: float = 0.0
@@ -138,6 +148,8 @@ class Feature:
     # what the feature adds to a proxy's cold wake (its code and data are cold too): delay and CPU, seconds
     cold_delay: float = 0.0
     cold_cpu: float = 0.0
+    # part of the fitted passes: every calibration run had it on, so turning it off is not identified (refused)
+    fixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,7 @@ class MeshModel:
     calibration: Mapping[str, Any] = field(default_factory=dict)
     origin: str = ""
     content_hash: str = ""
+    cluster: ClusterFacts | None = None  # the calibration cluster's network hop and wake-ups (meshsim.cluster)
 
     def with_proxy_overrides(self, workers: int | None = None, cpu_limit: float | None = None) -> "MeshModel":
         if self.proxy is None or (workers is None and cpu_limit is None):
@@ -211,9 +224,9 @@ def _sides(s: Section, pass_kinds: tuple[str, ...]) -> dict[str, SideCpu]:
 
 
 def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
-    s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "workers", "cpu_limit", "header_bytes",
-                      "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy", "cpu_fraction",
-                      "idle_millicores", "sides", *_META))
+    s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "accept_window_ms", "workers", "cpu_limit",
+                      "header_bytes", "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy",
+                      "cpu_fraction", "idle_millicores", "sides", *_META))
     cpu_fraction = _fraction(s)
     passes_sec = s.section("passes")
     assert passes_sec is not None
@@ -226,6 +239,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         dispatch=s.choice("dispatch", DISPATCH, "pinned"),
         placement=s.choice("placement", PLACEMENT, "sidecar"),
         connection_balance=s.choice("connection_balance", BALANCE, "hash"),
+        accept_window=s.number("accept_window_ms", 0.05, maximum=1000.0) * MS,
         cpu_limit=_cpu_limit(s),
         header_bytes=s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
         per_kb=s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
@@ -253,7 +267,7 @@ def _per_pass(s: Section) -> dict[str, Distribution]:
 
 def _feature(name: str, s: Section) -> Feature:
     s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
-                      "collector", "sampling", "cold_wake", "memory_mb", *_META))
+                      "collector", "sampling", "cold_wake", "memory_mb", "fixed", *_META))
     cold = s.section("cold_wake", required=False)
     if cold is not None:
         cold.reject_unknown(("delay_ms", "cpu_ms", *_META))
@@ -271,20 +285,25 @@ def _feature(name: str, s: Section) -> Feature:
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
     default = s.get("default", False)
-    if not isinstance(default, bool):
-        raise ModelError(f"{s.key('default')}: expected true or false, got {default!r}")
-    return Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
+    fixed = s.get("fixed", False)
+    for key, value in (("default", default), ("fixed", fixed)):
+        if not isinstance(value, bool):
+            raise ModelError(f"{s.key(key)}: expected true or false, got {value!r}")
+    if fixed and not default:
+        raise ModelError(f"{s.key('fixed')}: a fixed feature is part of the fitted passes, so it must be default: true")
+    feature = Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,
                    s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
                    handshake, distribution_at(s, "post_response", required=False), collector, sampling,
                    s.get("description", ""), s.number("memory_mb", 0.0, maximum=MAX_MEMORY_MB),
                    cold.number("delay_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
                    cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0)
+    return replace(feature, fixed=fixed)
 
 
 def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
     top = Section(data, f"{where}:")
     top.reject_unknown(("schema", "name", "version", "description", "sources", "proxy", "features",
-                        "load_balancer", "client_lb_policy", "calibration", *_META))
+                        "load_balancer", "client_lb_policy", "calibration", "cluster", *_META))
     if top.get("schema", SCHEMA) != SCHEMA:
         raise ModelError(f"{top.key('schema')}: expected {SCHEMA!r}, got {top.get('schema')!r}")
     proxy_sec = top.section("proxy", required=False)
@@ -312,4 +331,5 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
         calibration=calibration if isinstance(calibration, Mapping) else {},
         origin=where,
         content_hash=digest,
+        cluster=parse_cluster(top.section("cluster", required=False)),
     )

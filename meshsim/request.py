@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.catalog import load_mesh, load_topology
+from meshsim.cluster_facts import CLUSTER_CHOICES
 from meshsim.distributions import MS, Deterministic
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
@@ -68,6 +69,7 @@ class PredictOptions:
     time_limit_s: float | None = None  # wall-clock limit on adding replications (None: RunSettings' default)
     timeseries_s: float | None = None  # window of the time series (None: a profile gets a default, else none)
     engine: str | None = None  # 'fast' (compiled) or 'simpy' (reference); None: fast when it covers the request
+    cluster: str = "mesh"  # whose network hop and app wake-up: the fitted mesh model's cluster, or the topology's
 
     def with_changes(self, **changes: Any) -> "PredictOptions":
         return replace(self, **changes)
@@ -99,11 +101,18 @@ def build_scenario_of(options: PredictOptions) -> Scenario:
     if options.proxy_cpu_limit is not None:
         _check_positive(options.proxy_cpu_limit, "proxy_cpu_limit", "cores")
     mesh = mesh.with_proxy_overrides(options.proxy_workers, options.proxy_cpu_limit)
+    if options.cluster not in CLUSTER_CHOICES:
+        raise FieldError("cluster", f"unknown value {options.cluster!r} (known: {', '.join(CLUSTER_CHOICES)})")
+    cluster_source = ""
+    if options.cluster == "mesh" and mesh.cluster is not None:
+        topology = mesh.cluster.applied_to(topology)
+        cluster_source = f"mesh model {mesh.name!r}: {mesh.cluster.source}".rstrip(": ")
     features = tuple(options.features)
     if options.scope == "none" and any(not f.startswith("no-") for f in features):
         raise FieldError("features", f"{', '.join(features)} cannot apply with scope 'none' (nobody has a proxy: the "
                                      "baseline runs without the mesh and its features)")
-    return build_scenario(topology, mesh, () if options.scope == "none" else features, options.lb, options.scope)
+    scenario = build_scenario(topology, mesh, () if options.scope == "none" else features, options.lb, options.scope)
+    return replace(scenario, cluster_source=cluster_source)
 
 
 def build_load(options: PredictOptions) -> Load:

@@ -24,6 +24,7 @@ class Scenario:
     features: tuple[str, ...] = ()
     lb: str = "client"
     scope: str = "both"
+    cluster_source: str = ""  # where the cluster facts applied to the topology come from ('': the topology's own)
 
     @property
     def meshed(self) -> bool:
@@ -42,6 +43,9 @@ def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) ->
         if base not in mesh.features:
             known = ", ".join(sorted(mesh.features)) or "none"
             raise FieldError("features", f"mesh {mesh.name!r} has no feature {base!r} (known: {known})")
+        if off and mesh.features[base].fixed:
+            raise FieldError("features", f"{name}: mesh {mesh.name!r} has {base} in its fitted passes (every run it "
+                                         f"was fitted from had {base} on), so a prediction without it is not possible")
         (active.discard if off else active.add)(base)
     return tuple(sorted(active))
 

@@ -10,6 +10,9 @@ from meshsim.errors import ModelError
 from meshsim.yamlio import Section
 
 
+MAX_SHAPE = 20.0  # a Weibull hazard's shape: beyond this it is a step, and powers of it lose precision
+
+
 @dataclass(frozen=True)
 class WakeUp:
     """A worker idle for ``g`` seconds wakes *cold* with probability ``1 - exp(-g / tau)``.
@@ -24,21 +27,28 @@ class WakeUp:
     ``resume_cpu`` is paid on every wake from idle, however short the gap: the worker blocked in epoll_wait and
     must be switched back in. Passes that arrive while the worker is busy share its current wake, so requests
     arriving together (several connections firing at once, a loaded proxy) cost less CPU each.
+
+    ``shape`` generalises the constant hazard (shape 1) to a Weibull one, ``1 - exp(-(g / tau) ** shape)``: above 1
+    the idle time before a deep sleep is concentrated near tau, as when the kernel's idle governor enters a deep
+    state only once a core has been idle past that state's target residency (a one-connection run's short gaps
+    then almost never wake cold, a burst's long ones nearly always do).
     """
 
     delay: float
     tau: float
     cpu: float = 0.0
     resume_cpu: float = 0.0
+    shape: float = 1.0
 
     def probability(self, idle: float) -> float:
         if idle <= 0.0:
             return 0.0
-        return -math.expm1(-idle / self.tau)
+        return -math.expm1(-((idle / self.tau) ** self.shape))
 
     def to_spec(self) -> dict[str, float]:
-        return {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
+        spec = {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
                 "resume_cpu_ms": self.resume_cpu / MS}
+        return {**spec, "shape": self.shape} if self.shape != 1.0 else spec
 
 
 def parse_wakeup(section: Section | None) -> WakeUp | None:
@@ -47,9 +57,10 @@ def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section.has("max_ms"):
         raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
                          "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
-    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "source", "fit", "note"))
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "source", "fit", "note"))
     if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
         raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
                          "resume_cpu_ms)")
+    shape = section.number("shape", 1.0, strictly_positive=True, maximum=MAX_SHAPE)
     return WakeUp(section.number("delay_ms", 0.0) * MS, section.number("tau_ms", strictly_positive=True) * MS,
-                  section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS)
+                  section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS, shape)

@@ -61,6 +61,8 @@ class ProxyInstance:
     uniform: Sampler
     binding: dict[int, int] = field(default_factory=dict)
     _next_worker: int = 0
+    _acceptor: int = -1  # shared listener: the worker that accepted the last connection, and when
+    _accepted_at: float = float("-inf")
     delayed: float = 0.0  # recorded pass time that did not hold a worker (kernel path, scheduling), summed
     features_mb: float = 0.0  # the enabled features' part of this proxy's memory
     window: tuple[float, float] | None = None  # (start, end) of the measurement window, once known
@@ -96,17 +98,32 @@ class ProxyInstance:
         held = pooled_connections(self.connections, self.in_flight) if nominal_connections else self.connections
         return self.model.memory.resident_mb(held, self.in_flight, self.features_mb)
 
-    def worker_for(self, conn: int) -> int | None:
-        """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash or round robin)."""
+    def worker_for(self, conn: int, now: float = 0.0) -> int | None:
+        """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash, round robin, or the warm
+        worker that wins the accept race on a shared listening socket: ``ProxyModel.connection_balance``)."""
         worker = self.binding.get(conn)
         if worker is None:
-            if self.model.connection_balance == "round_robin":
+            balance = self.model.connection_balance
+            if balance == "round_robin":
                 worker = self._next_worker % self.station.servers
                 self._next_worker += 1
+            elif balance == "shared_listener":
+                worker = self._accept(now)
             else:
                 worker = int(self.rng.integers(self.station.servers))
             self.binding[conn] = worker
         return worker if self.station.pinned else None
+
+    def _accept(self, now: float) -> int:
+        """A shared listening socket: the worker that accepted the last connection is running its accept loop and
+        takes whatever arrives before an idle worker is scheduled (``accept_window``); otherwise the worker whose
+        core is still warm (the one busy most recently) wins the race, and a busy worker is not in epoll_wait."""
+        if self._acceptor >= 0 and now - self._accepted_at <= self.model.accept_window:
+            worker = self._acceptor
+        else:
+            worker = self.station.pick(now)
+        self._acceptor, self._accepted_at = worker, now
+        return worker
 
     def post_work(self, side: str) -> float:
         work = 0.0
@@ -127,7 +144,7 @@ class ProxyInstance:
         cpu = work * self.model.held_fraction(kind)
         worker = self.binding.get(conn)
         if worker is None:
-            worker = self.worker_for(conn)
+            worker = self.worker_for(conn, now)
         station = self.station
         # the worker computes `cpu`; the rest of the pass is delay that does not hold it
         departure = station.serve(now, cpu, worker if station.pinned else None, post) + (work - cpu)

@@ -124,13 +124,15 @@ SLOW_FACTOR, SLOW_BUSY = range(2)  # a node's row of R_SLOW: its cores' slowdown
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
-ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT = range(9)
+ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE = range(10)
 # proxy columns
-PX_STATION, PX_RR, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP = range(9)
+PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
+    range(10))
+BALANCE_HASH, BALANCE_ROUND_ROBIN, BALANCE_SHARED_LISTENER = range(3)  # ProxyModel.connection_balance, in BALANCE order
 # (the held fraction of a pass without a side -- a load balancer's -- then of the inbound and outbound sides: a pass
 # reads column PX_FRACTION + its side)
 (PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1,
- PX_WINSET) = range(11)
+ PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW) = range(13)
 SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
 G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED = range(8)
@@ -345,7 +347,7 @@ def book(I, F, B, st, now, work, server, post, timed):
     wake = I[at(I, R_STI, st, ST_WAKE)]
     if wake >= 0 and free < now:
         wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
-        if draw(I, B, wake) < -math.expm1(-(now - free) / F[at(I, R_STF, st, ST_TAU)]):
+        if draw(I, B, wake) < -math.expm1(-((now - free) / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)]):
             wake_delay = F[at(I, R_STF, st, ST_DELAY)]
             wake_cpu += F[at(I, R_STF, st, ST_CPU)]
             if rec:
@@ -371,16 +373,25 @@ def book(I, F, B, st, now, work, server, post, timed):
 
 
 @jit_inline
-def _worker(I, F, B, px, conn):
-    """ProxyInstance.worker_for: a connection's worker, bound at its first pass (hash or round robin)."""
+def _worker(I, F, B, px, conn, now):
+    """ProxyInstance.worker_for: a connection's worker, bound at its first pass (BALANCE_* codes)."""
     slot = at(I, R_BIND, px, conn)
     worker = I[slot]
     st = I[at(I, R_PXI, px, PX_STATION)]
     if worker < 0:
         servers = I[at(I, R_STI, st, ST_SERVERS)]
-        if I[at(I, R_PXI, px, PX_RR)]:
+        balance = I[at(I, R_PXI, px, PX_BALANCE)]
+        if balance == BALANCE_ROUND_ROBIN:
             worker = I[at(I, R_PXI, px, PX_NEXT)] % servers
             I[at(I, R_PXI, px, PX_NEXT)] += 1
+        elif balance == BALANCE_SHARED_LISTENER:  # ProxyInstance._accept
+            acceptor = I[at(I, R_PXI, px, PX_ACCEPTOR)]
+            if acceptor >= 0 and now - F[at(I, R_PXF, px, PX_ACCEPTED_AT)] <= F[at(I, R_PXF, px, PX_ACCEPT_WINDOW)]:
+                worker = acceptor
+            else:
+                worker = 0 if servers == 1 else _pick(I, F, st, servers, now)
+            I[at(I, R_PXI, px, PX_ACCEPTOR)] = worker
+            F[at(I, R_PXF, px, PX_ACCEPTED_AT)] = now
         else:
             worker = min(int(draw(I, B, I[at(I, R_PXI, px, PX_BIND_STREAM)]) * servers), servers - 1)
         I[slot] = worker
@@ -405,7 +416,7 @@ def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
             if F[p + 2] == side and (F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]):
                 post_work += draw(I, B, int(F[p]))
     cpu = work * F[at(I, R_PXF, px, PX_FRACTION + side)]
-    worker = _worker(I, F, B, px, conn)
+    worker = _worker(I, F, B, px, conn, now)
     departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True) + (work - cpu)
     if recording(I):
         F[at(I, R_PXF, px, PX_DELAYED)] += work - cpu
@@ -625,9 +636,9 @@ MARGIN = 64  # free tokens, heap slots and latency slots an event may use at mos
 # Row widths the code fixes (-1: the scenario sets it; read from I's header). A constant width makes ``at`` a load
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
-    R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 9, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 9,
-    R_QUSED: QUOTA_RING, R_PXF: PX_WINSET + 1, R_SLOW: 2, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
+    R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 10,
+    R_QUSED: QUOTA_RING, R_PXF: PX_ACCEPT_WINDOW + 1, R_SLOW: 2, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)

@@ -9,9 +9,11 @@ SimPy engine would use, refilled batch by batch in the same order (sim/streams.p
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from meshsim.mesh import pass_side
+from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
@@ -276,7 +278,7 @@ def station_arrays(lowering: Lowering) -> tuple:
     width = max(s.servers for s in stations) if stations else 1
     n = max(len(stations), 1)
     st_i = np.zeros((n, 7), dtype=np.int64)
-    st_f = np.zeros((n, 9))
+    st_f = np.zeros((n, K.WIDTHS[K.R_STF]))
     for k, s in enumerate(stations):
         st_i[k, K.ST_SERVERS], st_i[k, K.ST_PINNED] = s.servers, int(s.pinned)
         st_i[k, K.ST_WAKE] = lowering.streams.sampler(s.wake_draw) if s.wakeup is not None else -1
@@ -286,6 +288,7 @@ def station_arrays(lowering: Lowering) -> tuple:
             w = s.wakeup
             st_f[k, K.ST_DELAY], st_f[k, K.ST_TAU], st_f[k, K.ST_CPU], st_f[k, K.ST_RESUME] = \
                 w.delay, w.tau, w.cpu, w.resume_cpu
+            st_f[k, K.ST_SHAPE] = w.shape
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
     quota_tag = np.full((n, K.QUOTA_RING), -1, dtype=np.int64)
@@ -297,14 +300,17 @@ def proxy_arrays(lowering: Lowering) -> tuple:
     n = max(len(proxies), 1)
     posts = max((sum(map(len, p.post.values())) for p in proxies), default=1) or 1
     exports = max((len(p.exports) for p in proxies), default=1) or 1
-    px_i = np.zeros((n, 9), dtype=np.int64)
+    px_i = np.zeros((n, K.WIDTHS[K.R_PXI]), dtype=np.int64)
     px_f = np.zeros((n, K.WIDTHS[K.R_PXF]))
     post = np.zeros((n, posts, 3))
     export = np.zeros((n, exports, 3))
     streams = lowering.streams
     for k, p in enumerate(proxies):
         px_i[k, K.PX_STATION] = lowering.station(p.station)
-        px_i[k, K.PX_RR] = int(p.model.connection_balance == "round_robin")
+        px_i[k, K.PX_BALANCE] = BALANCE.index(p.model.connection_balance)
+        px_i[k, K.PX_ACCEPTOR] = -1
+        px_f[k, K.PX_ACCEPTED_AT] = -math.inf
+        px_f[k, K.PX_ACCEPT_WINDOW] = p.model.accept_window
         px_i[k, K.PX_BIND_STREAM] = streams.uniforms(p.rng)
         px_i[k, K.PX_HS_STREAM] = streams.sampler(p.handshake)
         px_i[k, K.PX_UNIFORM] = streams.sampler(p.uniform)

@@ -368,6 +368,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "features": list(scenario.features),
         "lb": scenario.lb,
         "scope": scenario.scope,
+        "cluster": scenario.cluster_source or "the topology's",
         "load": load_dict,
         "keepalive": workload.keepalive,
         "tls": workload.tls,

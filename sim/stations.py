@@ -209,7 +209,7 @@ class Station:
         """Cores this station can use at most."""
         return min(float(self.servers), self.quota.budget / self.quota.period) if self.quota else float(self.servers)
 
-    def _pick(self, now: float) -> int:
+    def pick(self, now: float) -> int:
         free = self.free_at
         best, best_free = -1, float("-inf")
         for i, f in enumerate(free):  # an idle worker: the one idle the shortest time (still warm)
@@ -228,7 +228,7 @@ class Station:
         ``timed`` job (on a request's path) adds where its time went: waiting, waking, working, waiting for CPU.
         One flat function: it runs on every station visit."""
         if server is None:
-            server = 0 if self.servers == 1 else self._pick(now)
+            server = 0 if self.servers == 1 else self.pick(now)
         free = self.free_at[server]
         recording = self.recording
         if recording and self.idle_gaps is not None:

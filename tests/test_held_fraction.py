@@ -4,8 +4,10 @@ A model with a known ``cpu_fraction`` is simulated under fortio bursts (c = 2, 4
 sidecars, 2 workers); the simulated latencies become fortio histograms of run folders; ``fit_held_fraction`` starts
 from the same model with any fraction and must find the known one back. The replay uses other seeds than the
 synthetic runs, so the recovery is not an identity; the grid's step (0.05 after refinement) bounds the tolerance.
-One-connection runs cannot identify the fraction: the fit returns None, and a model without CPU data takes the lab's
-measured fraction as a prior (and says so).
+With server-only bursts too, each side's fraction is found (inbound from the server's sidecar alone, outbound from
+both given the inbound); where the runs measured CPU the fraction never exceeds the CPU-based one (a worker is held
+only while it computes). One-connection runs cannot identify the fraction: the fit finds nothing, and a model
+without CPU data takes the lab's measured fraction as a prior (and says so).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 import yaml
 
 from meshsim.calibrate.load.held_fraction import (LAB_PRIOR, apply_held_fraction, apply_prior, burst_runs,
-                                                  fit_held_fraction, lab_prior)
+                                                  cpu_bounds, fit_held_fraction, lab_prior)
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
@@ -28,34 +30,38 @@ BASELINE = {"family": "lognormal", "median_ms": 0.15, "sigma": 0.3, "shift_ms": 
 TRUE_FRACTION = 0.7
 
 
-def _model(fraction: float) -> dict:
+def _model(fraction: float, sides: dict[str, float] | None = None) -> dict:
+    proxy = {"kind": "envoy", "placement": "sidecar", "dispatch": "pinned", "connection_balance": "round_robin",
+             "workers": 2, "cpu_limit": None, "header_bytes": 0, "per_kb_ms": 0.0, "source": "test truth",
+             "cpu_fraction": fraction,
+             "passes": {k: PASS for k in ("inbound_request", "inbound_response", "outbound_request",
+                                          "outbound_response")}}
+    if sides:
+        proxy["sides"] = {side: {"cpu_fraction": f} for side, f in sides.items()}
     return {
         "schema": "meshsim/mesh/v1", "name": "truth", "version": "test", "description": "known passes",
-        "sources": {"test": "tests/test_held_fraction.py"},
-        "proxy": {"kind": "envoy", "placement": "sidecar", "dispatch": "pinned", "connection_balance": "round_robin",
-                  "workers": 2, "cpu_limit": None, "header_bytes": 0, "per_kb_ms": 0.0, "source": "test truth",
-                  "cpu_fraction": fraction,
-                  "passes": {k: PASS for k in ("inbound_request", "inbound_response", "outbound_request",
-                                               "outbound_response")}},
+        "sources": {"test": "tests/test_held_fraction.py"}, "proxy": proxy,
         "calibration": {"baseline": BASELINE},
     }
 
 
-def _burst_run(tmp: Path, connections: int) -> Path:
+def _burst_run(tmp: Path, connections: int, path: str = "both-sidecars", sides: dict[str, float] | None = None
+               ) -> Path:
     from meshsim.sim.predict import predict
 
-    model = _model(TRUE_FRACTION)
+    model = _model(TRUE_FRACTION, sides)
     model_path = tmp / "truth.yaml"
     model_path.write_text(yaml.safe_dump(model, sort_keys=False))
+    scope = {"both-sidecars": "both", "server-sidecar": "server"}[path]
     pred = predict(calibration_topology(model, tmp), model_path, rps=200, load="fortio", connections=connections,
-                   scope="both", warmup_s=0.0, duration_s=20.0, replications=1, processes=1, seed=11,
+                   scope=scope, warmup_s=0.0, duration_s=20.0, replications=1, processes=1, seed=11,
                    saturation=False).to_dict()
     cdf = pred["latency_cdf_ms"]
     samples = np.interp(np.random.default_rng(connections).uniform(0, 1, 4000), cdf["q"], cdf["ms"]) * 1e-3
     manifest = RunManifest(
-        id=f"burst-c{connections}", source="lab", provenance="simulated by meshsim (truth.yaml), test",
+        id=f"burst-{path}-c{connections}", source="lab", provenance="simulated by meshsim (truth.yaml), test",
         when="2026-11-23T00:00:00Z", where={"simulator": "meshsim"},
-        setup=Setup(mesh="truth", path="both-sidecars", proxy_workers=2),
+        setup=Setup(mesh="truth", path=path, proxy_workers=2),
         load=LoadSettings(rps=200, connections=connections, duration_s=20.0, resolution_s=1e-5))
     result = result_json(samples, 1e-5, requested_rps=200, connections=connections)
     return write_run(tmp / "runs" / manifest.id, manifest, result)
@@ -66,24 +72,48 @@ def test_a_known_held_fraction_is_recovered_from_bursts(tmp_path: Path) -> None:
     folders = [_burst_run(tmp_path, c) for c in (2, 4, 8)]
     runs = load_runs(folders).runs
     assert len(burst_runs(runs)) == 3
-    fit = fit_held_fraction(_model(0.2), runs, tmp_path / "work", seed=5)
-    assert fit is not None
-    assert fit.fraction == pytest.approx(TRUE_FRACTION, abs=0.1)
+    [fit] = fit_held_fraction(_model(0.2), runs, tmp_path / "work", seed=5)
+    assert fit.side == "" and fit.fraction == pytest.approx(TRUE_FRACTION, abs=0.1)
     # the objective is informative: far fractions are clearly worse than the chosen one
     scores = dict(fit.objective)
     assert scores[0.1] > 3 * scores[fit.fraction] and scores[1.0] > scores[fit.fraction]
 
 
+@pytest.mark.slow
+def test_each_sides_fraction_is_recovered_from_server_only_and_both_sidecar_bursts(tmp_path: Path) -> None:
+    truth = {"inbound": 0.3, "outbound": 0.8}
+    folders = [_burst_run(tmp_path, c, path, truth) for c in (4, 8) for path in ("server-sidecar", "both-sidecars")]
+    fits = fit_held_fraction(_model(0.5), load_runs(folders).runs, tmp_path / "work", seed=5)
+    assert [f.side for f in fits] == ["inbound", "outbound"]
+    for fit in fits:
+        assert fit.fraction == pytest.approx(truth[fit.side], abs=0.1), fit.source
+    model = _model(0.5)
+    notes: list[str] = []
+    apply_held_fraction(model, fits, notes)
+    assert {k: v["cpu_fraction"] for k, v in model["proxy"]["sides"].items()} == {f.side: round(f.fraction, 4) for f in fits}
+    assert len(notes) == 2 and all("bursts" in n for n in notes)
+
+
+def test_a_side_never_holds_its_worker_longer_than_its_measured_cpu_allows(tmp_path: Path) -> None:
+    """The bursts say 0.7; the runs' CPU per pass says at most 0.4 of the pass computes: the fit stops there."""
+    folders = [_burst_run(tmp_path, c) for c in (4, 8)]
+    cpu_based = _model(0.4, {"inbound": 0.4, "outbound": 0.4})
+    fits = fit_held_fraction(cpu_based, load_runs(folders).runs, tmp_path / "work", seed=5,
+                             bounds=cpu_bounds(cpu_based))
+    assert [f.side for f in fits] == [""]
+    assert fits[0].fraction == pytest.approx(0.4) and fits[0].bound == pytest.approx(0.4)
+    assert max(f for f, _ in fits[0].objective) <= 0.4 and "CPU-based" in fits[0].source
+
+
 def test_the_fitted_fraction_replaces_the_cpu_based_one_and_says_so(tmp_path: Path) -> None:
     folders = [_burst_run(tmp_path, c) for c in (2, 4)]
     runs = load_runs(folders).runs
-    assert fit_held_fraction(_model(0.2), [r for r in runs if r.manifest.load.connections == 1], tmp_path) is None
+    assert fit_held_fraction(_model(0.2), [r for r in runs if r.manifest.load.connections == 1], tmp_path) == []
     model = _model(0.9)
     notes: list[str] = []
-    fit = fit_held_fraction(model, runs, tmp_path / "work", seed=5)
-    assert fit is not None
-    apply_held_fraction(model, fit, notes)
-    assert model["proxy"]["cpu_fraction"] == pytest.approx(fit.fraction)
+    fits = fit_held_fraction(model, runs, tmp_path / "work", seed=5, bounds=cpu_bounds(model))
+    apply_held_fraction(model, fits, notes)
+    assert model["proxy"]["cpu_fraction"] == pytest.approx(fits[0].fraction)
     assert "bursts" in model["proxy"]["source"] and "0.9" in notes[0]
 
 

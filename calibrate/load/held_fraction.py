@@ -30,7 +30,7 @@ from meshsim.errors import ModelError
 from meshsim.progress import Progress
 
 BURST_CONNECTIONS = (2, 4, 8)  # the burst probes of the lab and kube plans (at a low rate, without -uniform)
-GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+GRID = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 MAX_REQUESTS = 4000  # per replayed run and candidate
 # the lab's burst fit that one-connection models take as their prior (relative to the shipped measurements)
 LAB_PRIOR = "lab-validation-2026-11-23/held-fraction.yaml"
@@ -38,35 +38,56 @@ LAB_PRIOR = "lab-validation-2026-11-23/held-fraction.yaml"
 
 @dataclass(frozen=True)
 class HeldFractionFit:
+    """One side's fraction (``side`` '' for both sides at once), fitted from its burst runs within ``bound``."""
+
+    side: str
     fraction: float
     objective: tuple[tuple[float, float], ...]  # (candidate fraction, sum of squared relative errors)
     runs: tuple[str, ...]
     measured_ms: tuple[float, ...]
     simulated_ms: tuple[float, ...]  # at the chosen fraction
+    bound: float = 1.0  # the CPU-based fraction (CPU per pass / pass time): a worker is held only while it computes
 
     @property
     def source(self) -> str:
         pairs = ", ".join(f"{r} {m:.3f}/{s:.3f} ms" for r, m, s in zip(self.runs, self.measured_ms, self.simulated_ms))
-        return (f"cpu_fraction {self.fraction:.3g} fitted by simulation from bursts of synchronised requests: each "
-                f"burst run replayed for fractions {GRID[0]:g}..{GRID[-1]:g}, least squares on relative errors of the "
-                f"mean latency (measured/simulated: {pairs})")
+        where = f"{self.side} passes" if self.side else "passes"
+        bounded = (f"; at most {self.bound:.3g}, the CPU-based fraction: a pass holds its worker only while it "
+                   "computes" if self.bound < 1.0 else "")
+        return (f"cpu_fraction {self.fraction:.3g} of the {where} fitted by simulation from bursts of synchronised "
+                f"requests: each burst run replayed for fractions {GRID[0]:g}..{GRID[-1]:g}{bounded}, least squares "
+                f"on relative errors of the mean latency (measured/simulated: {pairs})")
 
 
-def burst_runs(runs: Sequence[Run]) -> list[Run]:
+def burst_runs(runs: Sequence[Run], path: str | None = None) -> list[Run]:
     """Plain sidecar runs whose connections fire together: more than one connection, no -uniform, a fixed rate."""
-    return [r for r in runs if r.manifest.setup.path in ("server-sidecar", "both-sidecars") and not r.features
+    paths = ("server-sidecar", "both-sidecars") if path is None else (path,)
+    return [r for r in runs if r.manifest.setup.path in paths and not r.features
             and r.manifest.load.connections > 1 and not r.manifest.load.uniform and r.rps]
 
 
-def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], fraction: float, work: Path,
-                     seed: int) -> list[float]:
+def _with_fractions(model: Mapping[str, Any], fractions: Mapping[str, float]) -> dict[str, Any]:
+    """``model`` with each side's held fraction set ('' sets the proxy's, for every side without its own)."""
+    proxy = dict(model["proxy"])
+    sides = {k: dict(v) for k, v in (proxy.get("sides") or {}).items()}
+    for side, fraction in fractions.items():
+        if side:
+            sides[side] = {**sides.get(side, {}), "cpu_fraction": fraction}
+        else:
+            proxy["cpu_fraction"] = fraction
+            sides = {k: {**v, "cpu_fraction": fraction} for k, v in sides.items()}
+    if sides:
+        proxy["sides"] = sides
+    return {**model, "proxy": proxy}
+
+
+def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int) -> list[float]:
     from meshsim.sim.engine import Horizon
     from meshsim.sim.fast_coverage import run_on_chosen_engine
 
-    changed = {**model, "proxy": {**model["proxy"], "cpu_fraction": fraction}}
     means = []
     for run in runs:
-        setup = replay_setup(changed, run, work, MAX_REQUESTS)
+        setup = replay_setup(dict(model), run, work, MAX_REQUESTS)
         assert setup is not None  # burst_runs() keeps only sidecar runs with a rate
         scenario, workload, duration = setup
         result = run_on_chosen_engine(scenario, workload, Horizon(duration, 0.0), seed, 0)
@@ -78,40 +99,80 @@ def _objective(measured: Sequence[float], simulated: Sequence[float]) -> float:
     return float(sum(((s - m) / m) ** 2 for m, s in zip(measured, simulated)))
 
 
-def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
-                      progress: Progress | None = None) -> HeldFractionFit | None:
-    """The fraction of a pass that holds the worker, or None when there are no burst runs (or no proxy)."""
-    bursts = burst_runs(runs)
-    if not bursts or not model.get("proxy"):
-        return None
-    measured = [from_result(r.result).mean for r in bursts]
-    scored = []
-    for fraction in GRID:
-        scored.append((fraction, _objective(measured, _simulated_means(model, bursts, fraction, work, seed))))
-    best = min(scored, key=lambda p: p[1])[0]
-    # one refinement halfway to each neighbour: the grid's step is coarse next to the data's resolution
-    for fraction in (best - 0.05, best + 0.05):
-        if 0.0 < fraction <= 1.0:
-            scored.append((fraction, _objective(measured, _simulated_means(model, bursts, fraction, work, seed))))
-    best = min(scored, key=lambda p: p[1])[0]
-    simulated = _simulated_means(model, bursts, best, work, seed)
-    if progress:
-        progress(f"held fraction {best:.2f} from {len(bursts)} burst runs "
-                 f"({', '.join(f'c={r.manifest.load.connections}' for r in bursts)})")
-    return HeldFractionFit(best, tuple(sorted(scored)), tuple(r.id for r in bursts),
-                           tuple(m * 1e3 for m in measured), tuple(s * 1e3 for s in simulated))
-
-
-def apply_held_fraction(model: dict[str, Any], fit: HeldFractionFit, notes: list[str]) -> None:
-    """Write the fitted fraction into the model's proxy, with its source (the CPU-based estimate it replaces too)."""
+def cpu_bounds(model: Mapping[str, Any]) -> dict[str, float]:
+    """The CPU-based fractions a fit wrote from measured CPU (``fit_runs`` writes ``cpu_fraction`` and ``sides``
+    only from CPU per request): each side's, and the proxy's under ''. Empty when the runs measured no CPU."""
     proxy = model["proxy"]
-    measured = proxy.get("cpu_fraction")
-    cpu_based = (f"; it replaces the CPU-based estimate (CPU per pass / fitted pass time) {measured:.3g}"
-                 if isinstance(measured, (int, float)) else "")
-    proxy["cpu_fraction"] = round(fit.fraction, 4)
-    why = fit.source + cpu_based
-    proxy["source"] = f"{proxy.get('source', '')}; {why}".lstrip("; ")
-    notes.append(f"proxy.{why}")
+    bounds = {side: float(v["cpu_fraction"]) for side, v in (proxy.get("sides") or {}).items()
+              if isinstance(v, Mapping) and isinstance(v.get("cpu_fraction"), (int, float))}
+    if isinstance(proxy.get("cpu_fraction"), (int, float)):
+        bounds[""] = float(proxy["cpu_fraction"])
+    return bounds
+
+
+def _fit_side(model: Mapping[str, Any], bursts: Sequence[Run], side: str, fixed: Mapping[str, float], bound: float,
+              work: Path, seed: int) -> HeldFractionFit:
+    """Grid (then halfway to each neighbour) over one side's fraction, the other sides at ``fixed``."""
+    measured = [from_result(r.result).mean for r in bursts]
+
+    def score(fraction: float) -> float:
+        trial = _with_fractions(model, {**fixed, side: fraction})
+        return _objective(measured, _simulated_means(trial, bursts, work, seed))
+
+    grid = sorted({min(f, bound) for f in GRID})
+    scored = [(f, score(f)) for f in grid]
+    best = min(scored, key=lambda p: p[1])[0]
+    step = 0.05 if best > 0.1 else 0.025  # the grid's step is coarse next to the data's resolution
+    scored += [(f, score(f)) for f in (best - step, best + step) if 0.0 < f <= bound and f not in grid]
+    best = min(scored, key=lambda p: p[1])[0]
+    simulated = _simulated_means(_with_fractions(model, {**fixed, side: best}), bursts, work, seed)
+    return HeldFractionFit(side, best, tuple(sorted(scored)), tuple(r.id for r in bursts),
+                           tuple(m * 1e3 for m in measured), tuple(s_ * 1e3 for s_ in simulated), bound)
+
+
+def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
+                      progress: Progress | None = None, bounds: Mapping[str, float] | None = None
+                      ) -> list[HeldFractionFit]:
+    """Each side's held fraction from its burst runs, in the order a run isolates it: the server's sidecar alone
+    shows the inbound passes; both sidecars then show the outbound passes given the inbound. Without server-only
+    bursts one fraction serves both sides. Each is bounded by the side's CPU-based fraction when the runs measured
+    CPU (``bounds``: side -> CPU-based fraction, '' for the proxy's; see ``cpu_bounds``). Empty when there are no
+    burst runs (or no proxy)."""
+    if not model.get("proxy") or not burst_runs(runs):
+        return []
+    say = progress or (lambda _m: None)
+    fits: list[HeldFractionFit] = []
+    fixed: dict[str, float] = {}
+    inbound, both = burst_runs(runs, "server-sidecar"), burst_runs(runs, "both-sidecars")
+    plan = [("inbound", inbound), ("outbound", both)] if inbound else [("", both)]
+    for side, bursts in plan:
+        if not bursts:
+            continue
+        bound = min(1.0, (bounds or {}).get(side, (bounds or {}).get("", 1.0)))
+        if not side and bounds:  # one fraction for both sides: the tighter side bounds it
+            bound = min(1.0, *bounds.values())
+        fit = _fit_side(model, bursts, side, fixed, bound, work, seed)
+        fixed[side] = fit.fraction
+        fits.append(fit)
+        say(f"held fraction of the {side or 'proxy'} passes {fit.fraction:.3g} from {len(bursts)} burst runs "
+            f"({', '.join(f'c={r.manifest.load.connections}' for r in bursts)})")
+    return fits
+
+
+def apply_held_fraction(model: dict[str, Any], fits: Sequence[HeldFractionFit], notes: list[str]) -> None:
+    """Write the fitted fractions into the model's proxy (its sides, or the proxy's own), each with its source."""
+    proxy = model["proxy"]
+    for fit in fits:
+        if fit.side:
+            sides = proxy.setdefault("sides", {})
+            sides[fit.side] = {**sides.get(fit.side, {}), "cpu_fraction": round(fit.fraction, 4),
+                               "source": fit.source}
+        else:
+            proxy["cpu_fraction"] = round(fit.fraction, 4)
+            proxy["source"] = f"{proxy.get('source', '')}; {fit.source}".lstrip("; ")
+        notes.append(f"proxy.{fit.side + '.' if fit.side else ''}{fit.source}")
+    if "inbound" in proxy.get("sides", {}) and "outbound" not in proxy["sides"]:
+        proxy["sides"]["outbound"] = dict(proxy["sides"]["inbound"], source="no both-sidecars bursts: as inbound")
 
 
 @dataclass(frozen=True)

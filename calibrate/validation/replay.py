@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.observations import from_result
+from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
 from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
@@ -65,9 +66,13 @@ def features_for(model: Mapping[str, Any], run: Run) -> list[str]:
     return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
 
 
-def _service(baseline_spec: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
-    return {"replicas": replicas, "cores": 2, "request_bytes": 100, "response_bytes": 0,
-            "handler": [{"compute": dict(baseline_spec)}], "source": source}
+def _service(model: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
+    """A service whose time is the model's measured baseline: a delay (no artificial queue, see
+    ``sim_check.BASELINE_SERVERS``) that wakes as the model's cluster does."""
+    wakeup = (model.get("cluster") or {}).get("wakeup")
+    return {"replicas": replicas, "cores": BASELINE_SERVERS, "request_bytes": 100, "response_bytes": 0,
+            "handler": [{"compute": dict((model.get("calibration") or {}).get("baseline") or {})}], "source": source,
+            **({"wakeup": dict(wakeup)} if wakeup else {})}
 
 
 def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> dict[str, Any]:
@@ -82,10 +87,9 @@ def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> d
 
 
 def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
-    baseline = (model.get("calibration") or {}).get("baseline")
     source = f"calibration.baseline of mesh model {model.get('name')!r} (network + app of its baseline runs)"
     name = f"{model.get('name')}-baseline" + (f"-x{replicas}" if replicas > 1 else "")
-    data = _skeleton(name, "server", {"server": _service(baseline, replicas, source)}, source)
+    data = _skeleton(name, "server", {"server": _service(model, replicas, source)}, source)
     return topology_from_data(data, f"<{name}: derived from the mesh model's calibration.baseline>")
 
 
@@ -93,14 +97,13 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
                    hop_source: str) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline."""
-    baseline = (model.get("calibration") or {}).get("baseline")
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
     half = {"family": "lognormal", "mean_ms": max(hop_mean_ms / 2, 1e-4), "cv": HOP_CV,
             "source": f"half of one forwarding hop ({hop_source}); cv {HOP_CV} assumed"}
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
-            services[service.name] = _service(baseline, 1, leaf_source)
+            services[service.name] = _service(model, 1, leaf_source)
         else:
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
                                       "handler": [{"compute": half}, *({"call": c} for c in service.calls),
@@ -212,5 +215,5 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
         payload_bytes=None if derived else setup.payload_bytes,
         proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
         duration_s=duration, warmup_s=0.0, replications=replications, precision=None, seed=seed,
-        processes=processes)
+        processes=processes, cluster="topology" if derived else "mesh")
     return Replay(options, tuple(notes)), base_id

@@ -45,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="description of a fitted feature written into the model (repeatable)")
     p.add_argument("--description", help="one paragraph describing the fitted model")
     p.add_argument("--version-label", help="version string written into the model (default: from the manifests)")
+    p.add_argument("--connection-balance", choices=("hash", "round_robin", "shared_listener"), default="hash",
+                   help="how the proxy's listener hands connections to its workers: hash (one socket per worker, "
+                        "Envoy >= 1.20's default), round_robin (Envoy's exact_balance), shared_listener (one socket "
+                        "all workers wait on: Envoy before 1.20, e.g. Istio 1.2-1.11); the burst replays use it")
     p.set_defaults(handler=run)
 
 
@@ -69,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         include_flagged=args.include_flagged, default_features=args.default_on, families=families,
         version=args.version_label, feature_descriptions=descriptions, description=args.description,
-        refine=args.refine, check=args.check,
+        refine=args.refine, check=args.check, connection_balance=args.connection_balance,
     )
     print(summary.table())
     if summary.errors:

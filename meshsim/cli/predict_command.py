@@ -102,6 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--timeseries-csv", metavar="FILE", help="write the time series as CSV, one row per window")
     p.add_argument("--engine", choices=("fast", "simpy"), help="fast: the compiled (numba) engine; simpy: the "
                    "reference engine (default: fast when it covers the scenario, else simpy with one line saying why)")
+    p.add_argument("--cluster", choices=("mesh", "topology"), default="mesh",
+                   help="whose cross-node hop and app wake-up: the calibration cluster's, from a fitted mesh model's "
+                        "cluster block (default, when it has one), or the topology's as written")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -117,7 +120,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
         replications=args.replications, min_replications=args.min_replications, precision=args.precision,
         seed=args.seed, processes=args.processes,
         max_events=args.max_events, time_limit_s=args.time_limit, timeseries_s=args.timeseries,
-        engine=args.engine,
+        engine=args.engine, cluster=args.cluster,
     )
 
 
