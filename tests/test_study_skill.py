@@ -110,7 +110,7 @@ def test_reports_carry_the_skill_and_the_verdict(tmp_path) -> None:
     assert "Skill against the naive forecast" in page and "#fff3c4" in page  # derived rows have their colour
     table = readme_table([result.to_dict()])
     assert "| `x` | rps (fit: 50) | 3 / 1 / 6 | 10.0 % / 16.7 % (+0.40) |" in table
-    assert "rps=450: 10.0 % / 9.1 %; rps=3500: 27.5 % / 37.5 %" in table and "not at rps=450" in table
+    assert "| 450: 10.0 % / 9.1 %; 3500: 27.5 % / 37.5 % | yes: not at 450 |" in table
 
 
 @pytest.mark.parametrize("name", study_names())

@@ -76,6 +76,11 @@ def skill_html(summary: Mapping[str, Any]) -> str:
             f"<p><b>{_html.escape(verdict_sentence(summary))}</b></p>")
 
 
+def _short(column: str) -> str:
+    """A column's value without its variable ('rps=450' -> '450'): the table names the variable once."""
+    return column.partition("=")[2] or column
+
+
 def readme_row(study: Mapping[str, Any]) -> str:
     """One study's row of the README table, from its study.json: cells by role, the predicted latency cells'
     medians (model, naive, skill), the same per column, and whether it beats the naive forecast."""
@@ -83,14 +88,14 @@ def readme_row(study: Mapping[str, Any]) -> str:
     skill = s.get("skill") or {}
     lat = skill.get("latency") or {}
     overall = lat.get("overall") or {}
-    columns = "; ".join(f"{name}: {_pct(g['model_on_naive_cells'])} / {_pct(g['naive'])}"
+    columns = "; ".join(f"{_short(name)}: {_pct(g['model_on_naive_cells'])} / {_pct(g['naive'])}"
                         for name, g in (lat.get("by_column") or {}).items()) or "-"
     medians = (f"{_pct(overall.get('model_on_naive_cells'))} / {_pct(overall.get('naive'))}"
                + ("" if overall.get("skill") is None else f" ({overall['skill']:+.2f})"))
     if overall.get("naive_cells", 0) < overall.get("cells", 0):
         medians += f"; {overall['naive_cells']} of {overall['cells']} cells have a naive value"
     verdict = ("yes" if s.get("reproduced") else "**no**") + (
-        f": not at {', '.join(s['not_reproduced_columns'])}" if s.get("not_reproduced_columns") else "")
+        f": not at {', '.join(map(_short, s['not_reproduced_columns']))}" if s.get("not_reproduced_columns") else "")
     return (f"| `{study['study']}` | {skill.get('column', '-')} (fit: {skill.get('fit_column', '-')}) | "
             f"{s['fit']} / {s.get('derived', 0)} / {s['predicted']} | {medians} | {columns} | {verdict} |")
 
