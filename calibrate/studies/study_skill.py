@@ -72,7 +72,7 @@ def label(value: Any) -> str:
 
 
 def _median(values: Sequence[float]) -> float | None:
-    return round(float(statistics.median(values)), 4) if values else None
+    return round(float(statistics.median(values)), 6) if values else None  # 4 would round twice on screen
 
 
 def group_skill(cells: Sequence[Cell]) -> dict[str, Any]:
