@@ -42,7 +42,20 @@ def test_fit_cells_are_the_baseline_server_cpu_and_the_protocols_proxy_cpu(resul
     assert [(c.metric, c.published) for c in fit] == [("cpu_cores", 0.4), ("cpu_percent", 80.0)]
     assert all(c.condition["rps"] == HEAVY_RPS for c in fit)
     predicted = {(c.metric, c.published) for c in result.cells if c.role == "predicted"}
-    assert ("added_ms", 1.0) in predicted and ("cpu_cores", 0.17) in predicted
+    assert predicted == {("added_ms", 1.0), ("cpu_percent", 80.0)}
+    # the busiest replica is the fitted sum shared by three, the balance is round robin's: both by construction
+    derived = {(c.metric, c.published) for c in result.cells if c.role == "derived"}
+    assert derived == {("cpu_cores", 0.17), ("balance_ratio", 1.0)}
+
+
+def test_naive_forecast_is_the_fitted_proxy_cpu(result):
+    """The document prints no latency the fit could copy: the naive forecast of the added latency is Traefik's
+    fitted CPU per request, and of the onset the fit cell's 80 %; both are in the summary's skill block."""
+    added = next(c for c in result.cells if c.metric == "added_ms")
+    onset = next(c for c in result.cells if c.metric == "cpu_percent" and c.role == "predicted")
+    assert added.naive == pytest.approx(fitted_proxy_cpu_ms()) and onset.naive == 80.0
+    skill = result.summary()["skill"]
+    assert skill["latency"]["overall"]["naive_cells"] == 1 and skill["column"] == "rps"
 
 
 def test_the_shipped_models_hold_the_fitted_values_and_nothing_from_predicted_cells():

@@ -43,6 +43,22 @@ def test_json_shape_and_summary(result) -> None:
     assert d["summary"]["median_abs_error_latency"] is not None
     assert set(d["extras"]["factorial"]) == {"observability", "mtls"}
     assert len(d["extras"]["replications_ms"]["default/10rps/120B"]) == 2  # short settings: 2 tests per condition
+    skill = d["summary"]["skill"]
+    assert set(skill["latency"]["by_column"]) == {"rps=100"}
+    assert set(skill["latency"]["by_mesh"]) == {"default", "observability", "mtls"}
+    assert set(skill["other"]["by_column"]) == {"Tabela 5", "Tabela 6"}
+
+
+def test_naive_forecast_copies_the_10_rps_column(result) -> None:
+    """A 100 rps mean's naive value is the thesis's 10 rps mean of its row; an influence row's is the share the
+    thesis's means give with the rate changing nothing: 0 % for every row the rate is in."""
+    pub = published_means()
+    for c in result.cells:
+        if c.metric == "mean_ms" and c.role == "predicted":
+            cond = c.condition
+            assert c.naive == pub[Condition(cond["istio_setup"], FIT_RPS, cond["payload_bytes"])]
+        elif c.metric == "influence_percent":
+            assert (abs(c.naive) < 1e-9) == ("F2" in c.condition["factors"]), c
 
 
 def test_fit_cells_reproduce_the_10_rps_column(result) -> None:

@@ -47,10 +47,23 @@ def test_every_published_table_has_its_cells(result):
 
 
 def test_only_the_50_rps_column_is_fitted(result):
+    """Above 50 rps every cell is predicted except the proxies' memory, which is the fitted base (derived)."""
     for c in result.cells:
-        assert c.role == ("fit" if c.condition["rps"] == 50.0 else "predicted"), c
+        derived = c.metric == "memory_mb" and c.condition["layer"] == "data-plane"
+        assert c.role == ("fit" if c.condition["rps"] == 50.0 else "derived" if derived else "predicted"), c
     summary = result.summary()
-    assert summary["predicted"] == len([c for c in result.cells if c.condition["rps"] != 50.0])
+    assert summary["predicted"] + summary["derived"] == len([c for c in result.cells if c.condition["rps"] != 50.0])
+
+
+def test_naive_forecast_copies_the_50_rps_column(result):
+    for c in result.cells:
+        if c.role == "predicted" and c.predicted is not None:
+            fit = _cell(result, c.condition["mesh"], 50.0, c.metric, c.condition.get("layer"),
+                        c.condition.get("percentile"))
+            assert c.naive == fit.published, c
+    skill = result.summary()["skill"]
+    assert set(skill["latency"]["by_column"]) == {"rps=450", "rps=3500"}
+    assert set(skill["latency"]["by_mesh"]) == {"baseline", "istio", "linkerd", "traefik-mesh"}
 
 
 def test_predictions_exist_and_errors_are_finite(result):

@@ -77,6 +77,11 @@ def test_cells_cover_both_tables_with_fit_only_on_test_1(result) -> None:
             assert c.published == summary[c.condition["network_path"]]
     d = json.loads(json.dumps(result.to_dict()))
     assert d["summary"]["fit"] == 3 and d["summary"]["predicted"] == 12
+    # the naive forecast: test 1's published value of the same metric, in every other path's cell
+    fit = {c.metric: c.published for c in result.cells if c.role == "fit"}
+    assert all(c.naive == fit[c.metric] for c in result.cells if c.role == "predicted")
+    assert set(d["summary"]["skill"]["latency"]["by_column"]) == \
+        {f"network_path={p.name}" for p in PATHS if p.name != FIT_PATH}
     assert d["extras"]["round_trips"] == {"http": 2, "https (TLS 1.2 full handshake)": 4}
 
 

@@ -11,8 +11,13 @@ What the protocol lets us fit, and how:
   three replicas together peak near 0.4 CPU; the peak is taken at the highest rate, 1500 r/s);
 * Traefik's CPU per request, from the protocol itself: the heavy rate (1500 r/s) was chosen where the proxy
   starts to degrade (section 3.2), which section 3.4.3 places past 80 % of its CPU. The text prints no latency at
-  the lowest rate, so there is no lowest-rate cell to fit; the model's knee, the added latency at 70 % and the
-  per-replica numbers are predicted.
+  the lowest rate, so there is no lowest-rate cell to fit; the model's knee and the added latency at 70 % are
+  predicted. The busiest replica's CPU is the fitted sum shared by three (``derived``), and the replicas' balance
+  follows from the round robin the document names (``derived``).
+
+The naive forecast: the document prints no latency the fit could copy, so the latency Traefik adds is forecast as
+its fitted CPU per request (80 % of 2 cores at 1500 r/s: a proxy that adds its own work and nothing else), and the
+degradation onset as the fit cell's 80 % of CPU.
 
 The load generator: ghz paces its sends with one rate limiter shared by its workers (default ``-c 50``; the text
 gives no concurrency), so constant loads use the fortio model with ``uniform`` staggering (evenly spaced sends, a
@@ -33,6 +38,7 @@ from meshsim.workload import RateProfile
 
 from meshsim.calibrate.studies.study_catalog import MS, Study, StudySettings, predict_cell
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
+from meshsim.calibrate.studies.study_skill import StudyColumns
 
 TOPOLOGY = "grpc-lb-study"
 MESH = "traefik-grpc-lb"
@@ -45,6 +51,10 @@ SERVER_SUM_CORES = 0.4  # section 3.4.2: the three replicas together peak near 0
 EXPERIMENT_S = 360.0  # section 3.3: every experiment lasted 6 minutes
 CPU_WINDOW_S = 60.0  # section 3.2: CPU is "the time each application holds the processor per minute" (cAdvisor)
 TABLE = "thesis002_claims"
+COLUMNS = StudyColumns("rps", HEAVY_RPS, ("lb",),
+                       "no latency is printed where the fit could copy it: the latency Traefik adds is forecast as "
+                       "its fitted CPU per request (80 % of 2 cores at 1500 r/s), the degradation onset as the fit "
+                       "cell's 80 % CPU", mesh="lb")
 
 
 def fitted_server_cpu_ms() -> float:
@@ -106,16 +116,18 @@ def server_cells(long_run: Any, balance: dict[str, float]) -> list[Cell]:
              note=f"fits the server's CPU per request ({fitted_server_cpu_ms():.4f} ms): peak of the summed CPU, "
                   f"{minute}; the peak is taken at the highest rate"),
         Cell("3.4.2/f12-13", {"lb": "client", "rps": HEAVY_RPS, "part": "server, busiest replica"},
-             "cpu_cores", 0.17, per_replica,
-             note=f"busiest replica in its busiest window ({minute}). 3 x 0.17 = 0.51 is more than the summed peak "
+             "cpu_cores", 0.17, per_replica, role="derived",
+             note=f"derived: the fitted sum shared by three balanced replicas; busiest replica in its busiest window "
+                  f"({minute}). 3 x 0.17 = 0.51 is more than the summed peak "
                   "(0.4) although the text says the replicas are balanced: balanced replicas at 0.4 in total hold "
                   "0.133 each, and the Poisson noise of a minute at 500 r/s per replica is ~0.6 %; the 0.17 is likely a "
                   "short spike or a read of a different moment, which a balanced model cannot reproduce"),
     ]
     for lb, ratio in balance.items():
         cells.append(Cell("3.4.2/f6-7", {"lb": lb, "rps": HEAVY_RPS, "part": "server replicas"},
-                          "balance_ratio", 1.0, ratio,
-                          note="busiest / idlest replica's requests over the run; the text: 'quase perfeito', "
+                          "balance_ratio", 1.0, ratio, role="derived",
+                          note="derived: round robin, which the document names, balances by construction; busiest / "
+                               "idlest replica's requests over the run; the text: 'quase perfeito', "
                                "'a mesma quantidade de requisições' (round robin in grpc-go and in Traefik)"))
     return cells
 
@@ -208,7 +220,8 @@ def claim_cells(const: dict[tuple[str, float], Any], at70: tuple[Any, Any], onse
         Cell("3.5", {"lb": "proxy - client", "proxy_cpu_percent": round(cpu70, 1),
                                  "rps": round(proxy70.inputs["load"]["rps"], 1)}, "added_ms", 1.0, added, ci,
              note="mean latency through Traefik minus client-side at the rate where the simulated proxy runs at "
-                  "70 % of its CPU; the text: 'cerca de 1 milissegundo' near 70 % (3.5; also the Resumo and chapter 4)"),
+                  "70 % of its CPU; the text: 'cerca de 1 milissegundo' near 70 % (3.5; also the Resumo and chapter 4)",
+             naive=fitted_proxy_cpu_ms()),
         Cell("3.4.3/f14-15", {"lb": "proxy", "load": "rising, ghz-paced sweep"}, "cpu_percent", ONSET_CPU * 100,
              onset, note="proxy CPU at which the simulated queueing in Traefik reaches its own CPU per request (the "
                          "knee of latency vs CPU), from a sweep of steady ghz-paced rates; fixed before any run"
@@ -248,7 +261,7 @@ class GrpcLbStudy(Study):
                   "ramp_onset_cpu_percent": ramp_onset(ramps["rising-proxy"]["timeseries"], proxy_ms)}
         return StudyResult(self.name, self.title, self.source, tuple(cells),
                            tuple(study_notes(const, extras, onset)),
-                           {**settings.to_dict(), "ghz_connections": GHZ_CONNECTIONS}, extras)
+                           {**settings.to_dict(), "ghz_connections": GHZ_CONNECTIONS}, extras, COLUMNS)
 
 
 def _ramp_rise(ramps: dict[str, Any], key: str) -> tuple[float, float]:

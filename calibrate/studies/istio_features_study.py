@@ -4,6 +4,10 @@ Cells: the twelve mean response times of Tabela 3 (the 10 rps column fitted, the
 every row of Tabelas 5-6, the share of the variation each factor explains (Jain's 2^k r allocation of variation),
 recomputed from the simulated replications; the same analysis on the thesis's own means goes into the extras and
 notes, because the thesis's printed rows only follow from its means with two factor columns swapped.
+
+The naive forecast copies the 10 rps mean into the 100 rps cell of the same setup and payload; for Tabelas 5-6 it
+is the same analysis on the thesis's means with each 100 rps mean replaced by its 10 rps one (a rate that changes
+nothing: every row with the rate in it gets 0 %).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from meshsim.calibrate.studies.istio_features_scenarios import (FIT_RPS, Conditi
                                                                run_means)
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
+from meshsim.calibrate.studies.study_skill import StudyColumns
 
 FACTORS = ("istio_setup", "rate", "payload")
 # Tabelas 5-6 print "Fator 1" (Istio setup), "Fator 2" (rate), "Fator 3" (payload) and their interactions
@@ -32,6 +37,10 @@ ROW_LABELS = {"F1 istio_setup": ("F1",), "F2 rate": ("F2",), "F3 payload": ("F3"
               "F1xF3": ("F1", "F3"), "F2xF3": ("F2", "F3"), "F1xF2xF3": ("F1", "F2", "F3")}
 ANALYSES = {"observability": 5, "mtls": 6}  # the feature level against the default installation, its Tabela
 SWAP_TOLERANCE_PP = 0.02  # the printed shares have two decimals (one row truncates: 13.22 for 13.2251)
+COLUMNS = StudyColumns("rps", FIT_RPS, ("istio_setup", "payload_bytes"),
+                       "Tabela 3's 10 rps mean (the fit column) copied into the 100 rps cell of the same setup and "
+                       "payload; Tabelas 5-6 (no rate column): the allocation of variation of the thesis's means with "
+                       "each 100 rps mean replaced by its 10 rps one", mesh="istio_setup")
 
 
 def design_frame(values: dict[Condition, list[float]], feature: str) -> pd.DataFrame:
@@ -103,7 +112,8 @@ class IstioFeaturesStudy(Study):
                            {**settings.to_dict(), "tests_per_condition": replication_count(settings),
                             "duration_s": options_for(conds[0], settings).duration_s},
                            {"factorial": factorial,
-                            "replications_ms": {_key(c): [round(v, 4) for v in obs] for c, obs in values.items()}})
+                            "replications_ms": {_key(c): [round(v, 4) for v in obs] for c, obs in values.items()}},
+                           COLUMNS)
 
     @staticmethod
     def _mean_cell(cond: Condition, published: float, obs: list[float]) -> Cell:
@@ -124,6 +134,7 @@ class IstioFeaturesStudy(Study):
             thesis_frame = design_frame({c: [v] for c, v in pub.items()}, feature)
             thesis_shares = influence_percent(thesis_frame)
             readings = label_assignments(thesis_frame, printed[feature])
+            naive_shares = influence_percent(design_frame(naive_means(pub), feature))
             factorial[feature] = {"table": f"Tabela {table}", "factors": list(FACTORS),
                                   "simulated": simulated.to_dict(),
                                   "from_thesis_means": {r: round(v, 4) for r, v in thesis_shares.items()},
@@ -133,8 +144,13 @@ class IstioFeaturesStudy(Study):
                         + ("" if abs(thesis_shares[row] - share) <= SWAP_TOLERANCE_PP
                            else " (printed value belongs to another row: F1 and F3 swapped, see notes)"))
                 cells.append(Cell(f"Tabela {table}", {"analysis": feature, "factors": row}, "influence_percent",
-                                  share, sim_shares[row], None, "predicted", note))
+                                  share, sim_shares[row], None, "predicted", note, naive=float(naive_shares[row])))
         return cells, factorial
+
+
+def naive_means(pub: dict[Condition, float]) -> dict[Condition, list[float]]:
+    """The naive forecast of every condition's mean: the thesis's mean at 10 rps, whatever the rate."""
+    return {c: [pub[Condition(c.setup, FIT_RPS, c.payload_bytes)]] for c in pub}
 
 
 FIT_NOTES = {

@@ -9,7 +9,9 @@ What is fitted (role ``fit``): the 50 rps column only. The baseline's p50/p90/p9
 (models/topologies/emojivoto-study.yaml) and its p100 the number of requests a stage measured (the document gives no
 run length); each mesh's latency gives its pass time, its CPU the proxy's idle CPU and its memory the proxy's base
 memory (models/meshes/{istio-1.11,linkerd-2.11,traefik-mesh-1.4}.yaml; the fits are in mesh_comparison_fit).
-Everything at 450 and 3500 rps is predicted by the engine under the same wrk2 load.
+Everything at 450 and 3500 rps is predicted by the engine under the same wrk2 load, except the proxies' memory: the
+model's is the fitted base memory plus wrk2's connections, open at every rate, so those cells are ``derived``. The
+naive forecast copies the 50 rps column into the 450 and 3500 rps cells of its row (mesh, percentile or layer).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings, predicted_latency_ms
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
+from meshsim.calibrate.studies.study_skill import StudyColumns
 
 TOPOLOGY = "emojivoto-study"
 MESH_MODELS = {"baseline": None, "istio": "istio-1.11", "linkerd": "linkerd-2.11",
@@ -90,6 +93,11 @@ CPU_NOTE = ("the paper's unit is printed as '%' and not explained; read as cores
             "(CPU seconds per second: web's sidecar, Traefik's node proxy). Read as percent of one core, the 50 rps "
             "column (Istio 0.094, Linkerd 0.0036 '%') would leave a proxy passing 6 passes x 5 rps less CPU than "
             "that traffic needs, so that reading is refuted by the fit column itself")
+MEMORY_DERIVED = ("derived: the model's memory is the base fitted at 50 rps plus wrk2's 96 connections, open at "
+                  "every rate, so it copies the fit column")
+COLUMNS = StudyColumns("rps", FIT_RPS, ("mesh", "percentile", "layer"),
+                       "the paper's 50 rps column (the fit column) copied into the 450 and 3500 rps cells of the same "
+                       "mesh and percentile (or layer): latencies and CPU that do not move with the rate")
 CONTROL_NOTE = ("meshsim models the data plane only: no request passes through the control plane (istiod, Linkerd's "
                 "destination/identity, the Traefik Mesh controller), so its {what} is not predicted")
 
@@ -122,8 +130,11 @@ def _resource_cells(mesh: str, rps: float, prediction: Any) -> list[Cell]:
                                   role=role, note=CONTROL_NOTE.format(what=what), published_spread=_spread(values)))
                 continue
             note = CPU_NOTE if metric == "cpu_cores" else "per proxy of the busiest kind (the largest resident set)"
+            kind = role
+            if metric == "memory_mb" and role == "predicted":
+                kind, note = "derived", f"{note}; {MEMORY_DERIVED}"
             cells.append(Cell(f"Table {rows[0]['table']}", cond, metric, statistics.median(values),
-                              predicted(prediction), role=role, note=note, published_spread=_spread(values)))
+                              predicted(prediction), role=kind, note=note, published_spread=_spread(values)))
     return cells
 
 
@@ -162,7 +173,7 @@ class MeshComparisonStudy(Study):
         return StudyResult(self.name, self.title, self.source, tuple(cells), tuple(NOTES),
                            {**settings.to_dict(), "threads": THREADS, "connections": CONNECTIONS,
                             "measured_s": MEASURED_S if not settings.short else SHORT_MEASURED_S,
-                            "warmup_s": WARMUP_S}, extras)
+                            "warmup_s": WARMUP_S}, extras, COLUMNS)
 
 
 def _what_if_connections(mesh: str, needed: Mapping[str, float], settings: StudySettings,
@@ -217,7 +228,8 @@ NOTES = [
     "and take Envoy's 0.07 ms), so it over-predicts the growth: those misses are the per-pass CPU, not idle CPU.",
     "Memory: the paper's proxies grow with load (Linkerd 13.8 -> 26 MB, Traefik Mesh 43 -> 55 MB, Istio 216 -> "
     "238 MB). The model's memory is base + per open connection + per request held; wrk2's 96 connections are open "
-    "at every rate and Envoy holds nothing measurable per request (lab-memory-2026-11-23), so it stays flat; no "
+    "at every rate and Envoy holds nothing measurable per request (lab-memory-2026-11-23), so it stays flat: those "
+    "cells copy the fit column and are role derived, not predicted; no "
     "source gives linkerd2-proxy's or Traefik's per-connection or per-request memory (their growth is not fitted "
     "from the predicted cells).",
     "The issue's 140 s Linkerd prediction (`meshsim predict --topology emojivoto --mesh linkerd --rps 450`, open "

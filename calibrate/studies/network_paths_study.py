@@ -15,6 +15,9 @@ Fit (the protocol's baseline only): test 1, the direct NodePort path, gives the 
 empirical distribution (each run's time less the path's fixed parts, halved: 2 round trips); it is shipped in
 ``models/topologies/curl-paths.yaml``. Every other path is predicted from it plus what the path adds (the other
 node's hop, the load balancer, Ambassador's pass, TLS) taken from principles written in the same file.
+
+The study's columns are its network paths, not rates; the naive forecast copies test 1's published mean, median
+and maximum into tests 2-5 (every path costing what the direct one does).
 """
 
 from __future__ import annotations
@@ -36,10 +39,14 @@ from meshsim.topology import Compute, Topology
 from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings, predict_cell, predicted_latency_ms
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
+from meshsim.calibrate.studies.study_skill import StudyColumns
 
 TOPOLOGY = "curl-paths"
 RUNS_PER_PATH = 30  # the blog's `for i in {1..30}`
 FIT_PATH = "nodeport-pod-node"
+COLUMNS = StudyColumns("network_path", FIT_PATH, (),
+                       "the columns are network paths, not rates: test 1's published mean, median and maximum (the "
+                       "fit path) copied into tests 2-5, as if every path cost what the direct one does", mesh=None)
 
 
 @dataclass(frozen=True)
@@ -225,7 +232,7 @@ class NetworkPathsStudy(Study):
             prediction = predict_cell(path_options(topology, path, settings), settings)
             cells.extend(path_cells(path, runs[path.name], means[path.name], prediction))
         return StudyResult(self.name, self.title, self.source, tuple(cells), study_notes(cells, base),
-                           settings.to_dict(), {"round_trips": round_trip_table()})
+                           settings.to_dict(), {"round_trips": round_trip_table()}, COLUMNS)
 
 
 def round_trip_table() -> Mapping[str, int]:

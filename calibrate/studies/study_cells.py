@@ -2,9 +2,12 @@
 
 A cell is the unit of a study (Ciw's vocabulary would call it an observation of a performance measure): the table it
 comes from, the condition it was measured under, the metric, the published value (and the spread of the published
-repetitions when the document prints them), the prediction with its 95 % confidence interval, and its role: ``fit``
-cells were used to calibrate, ``predicted`` cells were not. A cell the model cannot predict carries ``predicted=None``
-and a note that says why; numbers are never invented.
+repetitions when the document prints them), the prediction with its 95 % confidence interval, its role, and the
+naive forecast's value for it (study_skill). Roles: ``fit`` cells were used to calibrate; ``derived`` cells were
+not, but their predicted value follows by construction from a fitted value or from the number it is compared with
+(a memory that is the fitted base memory, a header size the model read from the same document); ``predicted`` cells
+are neither, and only they count in the medians and the skill. A cell the model cannot predict carries
+``predicted=None`` and a note that says why; numbers are never invented.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-ROLES = ("fit", "predicted")
+from meshsim.calibrate.studies.study_skill import StudyColumns, skill_summary
+
+ROLES = ("fit", "derived", "predicted")
 # Metrics a cell may carry; latency metrics are the ones the study's accuracy target is judged on.
 LATENCY_METRICS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "total_s", "per_request_ms",
                    "added_ms")  # added_ms: latency a component adds over an alternative (grpc-lb's proxy)
@@ -35,19 +40,30 @@ class Cell:
     role: str = "predicted"
     note: str = ""
     published_spread: tuple[float, float] | None = None  # min and max of the published repetitions
+    naive: float | None = None  # the naive forecast's value (study_skill: the fitted column's value of its row)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise ValueError(f"cell metric {self.metric!r} is not one of {', '.join(METRICS)}")
         if self.role not in ROLES:
             raise ValueError(f"cell role {self.role!r} is not one of {', '.join(ROLES)}")
+        if self.role == "predicted" and self.predicted is not None:
+            # A prediction equal to a published number is that number copied: it proves nothing about the model.
+            for what, value in (("its published value", self.published), ("its naive forecast", self.naive)):
+                if value is not None and self.predicted == value:
+                    raise ValueError(f"cell {self.table} {dict(self.condition)} {self.metric}: the predicted value "
+                                     f"{self.predicted!r} is {what}; a copied value is role 'fit' or 'derived', "
+                                     "not 'predicted'")
 
     @property
     def error(self) -> float | None:
         """(predicted - published) / published, or None when either is missing or the published value is 0."""
-        if self.predicted is None or not math.isfinite(self.predicted) or not self.published:
-            return None
-        return (self.predicted - self.published) / abs(self.published)
+        return relative_error(self.predicted, self.published)
+
+    @property
+    def naive_error(self) -> float | None:
+        """The naive forecast's (naive - published) / published, or None when it has none."""
+        return relative_error(self.naive, self.published)
 
     @property
     def within_spread(self) -> bool | None:
@@ -66,7 +82,13 @@ class Cell:
                 "ci95": None if self.ci95 is None else [num(self.ci95[0]), num(self.ci95[1])],
                 "error": num(self.error), "role": self.role, "note": self.note,
                 "published_spread": None if self.published_spread is None else list(self.published_spread),
-                "within_spread": self.within_spread}
+                "within_spread": self.within_spread, "naive": num(self.naive), "naive_error": num(self.naive_error)}
+
+
+def relative_error(value: float | None, published: float) -> float | None:
+    if value is None or not math.isfinite(value) or not published:
+        return None
+    return (value - published) / abs(published)
 
 
 def median_abs_error(cells: list[Cell], metrics: tuple[str, ...] = LATENCY_METRICS) -> float | None:
@@ -83,17 +105,24 @@ class StudyResult:
     notes: tuple[str, ...] = ()  # the study's findings: misses explained, claims checked, the document's own errors
     settings: Mapping[str, Any] = field(default_factory=dict)  # how it was made: short or full, seed, replications
     extras: Mapping[str, Any] = field(default_factory=dict)  # study-specific results (time series, factor tables)
+    columns: StudyColumns | None = None  # the study's columns and naive forecast (None: no skill is reported)
+
+    def __post_init__(self) -> None:
+        if self.columns is not None:  # every predicted cell in a row with a fitted column gets its naive value
+            object.__setattr__(self, "cells", self.columns.attach_naive(self.cells))
 
     def summary(self) -> dict[str, Any]:
         predicted = [c for c in self.cells if c.role == "predicted"]
         spread = [c.within_spread for c in predicted if c.within_spread is not None]
         lat = median_abs_error(list(self.cells))
         other = median_abs_error(list(self.cells), OTHER_METRICS)
-        return {"cells": len(self.cells), "fit": len(self.cells) - len(predicted), "predicted": len(predicted),
+        return {"cells": len(self.cells), "fit": sum(1 for c in self.cells if c.role == "fit"),
+                "derived": sum(1 for c in self.cells if c.role == "derived"), "predicted": len(predicted),
                 "not_predicted": sum(1 for c in predicted if c.predicted is None),
                 "median_abs_error_latency": None if lat is None else round(lat, 4),
                 "median_abs_error_other": None if other is None else round(other, 4),
-                "within_published_spread": f"{sum(spread)} of {len(spread)}" if spread else None}
+                "within_published_spread": f"{sum(spread)} of {len(spread)}" if spread else None,
+                **skill_summary(self.cells, self.columns, {"latency": LATENCY_METRICS, "other": OTHER_METRICS})}
 
     def to_dict(self) -> dict[str, Any]:
         return {"study": self.study, "title": self.title, "source": self.source,

@@ -15,6 +15,11 @@ from typing import Any
 from meshsim.errors import ComponentMissing, FieldError
 
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
+from meshsim.calibrate.studies.study_skill_report import skill_html, skill_lines
+
+# how each role is drawn in the figure and coloured in the HTML table
+ROLE_MARKERS = {"predicted": "o", "derived": "d", "fit": "x"}
+ROLE_COLOURS = {"predicted": "#ffffff", "derived": "#fff3c4", "fit": "#e6e6e6"}
 
 
 def _num(x: float | None) -> str:
@@ -27,25 +32,31 @@ def _condition(c: Cell) -> str:
     return ", ".join(f"{k}={v}" for k, v in c.condition.items())
 
 
+def _pct_error(x: float | None) -> str:
+    return f"{x * 100:+.0f}%" if x is not None else "-"
+
+
 def cell_table(result: StudyResult) -> str:
-    """The plain-text table: one line per cell, published vs predicted, error, CI, role and note."""
+    """The plain-text table: one line per cell, published vs predicted, error, naive forecast and its error, CI,
+    role and note; then the counts and the skill against the naive forecast."""
     width = max([len("condition")] + [len(_condition(c)) for c in result.cells]) + 2  # conditions are never cut
     tw = max([len("table")] + [len(c.table) for c in result.cells]) + 2
     lines = [f"study {result.study}: {result.title}", f"source: {result.source}", "",
              f"{'table':<{tw}}{'condition':<{width}}{'metric':<18}{'published':>10}{'predicted':>10}{'error':>8}"
-             f"  {'95% CI':<20}{'role':<10}note"]
+             f"{'naive':>10}{'n.error':>8}  {'95% CI':<20}{'role':<10}note"]
     for c in result.cells:
         ci = f"[{_num(c.ci95[0])}, {_num(c.ci95[1])}]" if c.ci95 else "-"
-        err = f"{c.error * 100:+.0f}%" if c.error is not None else "-"
         lines.append(f"{c.table:<{tw}}{_condition(c):<{width}}{c.metric:<18}{_num(c.published):>10}"
-                     f"{_num(c.predicted):>10}{err:>8}  {ci:<20}{c.role:<10}{c.note}")
+                     f"{_num(c.predicted):>10}{_pct_error(c.error):>8}{_num(c.naive):>10}"
+                     f"{_pct_error(c.naive_error):>8}  {ci:<20}{c.role:<10}{c.note}")
     s = result.summary()
     lat = s["median_abs_error_latency"]
     lines += ["", f"{s['predicted']} predicted cells ({s['not_predicted']} not predictable, see notes), "
-                  f"{s['fit']} fit cells; median |error| on predicted latency cells: "
+                  f"{s['fit']} fit cells, {s['derived']} derived cells; median |error| on predicted latency cells: "
                   + (f"{lat * 100:.1f} %" if lat is not None else "-")
                   + (f"; within the published repetitions' spread: {s['within_published_spread']}"
                      if s["within_published_spread"] else "")]
+    lines += ["", *skill_lines(s), ""]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
@@ -63,7 +74,7 @@ def comparison_figure(result: StudyResult) -> Any:
     cells = [c for c in result.cells if c.error is not None and c.published > 0 and c.predicted and c.predicted > 0]
     fig, ax = plt.subplots(figsize=(5.5, 5.0))
     for metric in sorted({c.metric for c in cells}):
-        for role, marker in (("predicted", "o"), ("fit", "x")):
+        for role, marker in ROLE_MARKERS.items():
             pts = [c for c in cells if c.metric == metric and c.role == role]
             if pts:
                 ax.scatter([c.published for c in pts], [c.predicted for c in pts], marker=marker,
@@ -92,17 +103,20 @@ def write_html(result: StudyResult, path: Path) -> Path:
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     rows = "".join(
-        "<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in (
+        f"<tr style='background:{ROLE_COLOURS[c.role]}'>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in (
             c.table, _condition(c), c.metric, _num(c.published), _num(c.predicted),
-            f"{c.error * 100:+.1f} %" if c.error is not None else "-",
+            f"{c.error * 100:+.1f} %" if c.error is not None else "-", _num(c.naive),
+            f"{c.naive_error * 100:+.1f} %" if c.naive_error is not None else "-",
             f"[{_num(c.ci95[0])}, {_num(c.ci95[1])}]" if c.ci95 else "-", c.role, c.note)) + "</tr>"
         for c in result.cells)
     notes = "".join(f"<li>{_html.escape(n)}</li>" for n in result.notes)
     page = (f"<!doctype html><meta charset='utf-8'><title>meshsim study {result.study}</title>"
             f"<h1>{_html.escape(result.title)}</h1><p>{_html.escape(result.source)}</p>"
-            f"<pre>{_html.escape(json.dumps(result.summary(), indent=1))}</pre>{buf.getvalue()}<ul>{notes}</ul>"
+            f"{skill_html(result.summary())}{buf.getvalue()}<ul>{notes}</ul>"
             "<table border=1 cellspacing=0><tr><th>table</th><th>condition</th><th>metric</th><th>published</th>"
-            f"<th>predicted</th><th>error</th><th>95% CI</th><th>role</th><th>note</th></tr>{rows}</table>")
+            "<th>predicted</th><th>error</th><th>naive</th><th>naive error</th><th>95% CI</th><th>role</th>"
+            f"<th>note</th></tr>{rows}</table>"
+            f"<pre>{_html.escape(json.dumps(result.summary(), indent=1))}</pre>")
     try:
         path.write_text(page, encoding="utf-8")
     except OSError as exc:
