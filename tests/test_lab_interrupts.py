@@ -18,7 +18,7 @@ import pytest
 
 from meshsim.runs import read_manifest
 
-from conftest import require_component  # tests/conftest.py: fails under CI=true, skips otherwise
+from conftest import alive, require_component, session_members, wait_until  # require_component: fails under CI=true
 
 pytestmark = pytest.mark.lab
 
@@ -29,52 +29,12 @@ def binaries() -> None:
     require_component("envoy")
 
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def session_members(sid: int) -> dict[int, str]:
-    """Live (non-zombie) processes of session ``sid``: pid -> command line."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
-        if fields and fields[0] not in ("Z", "X") and int(fields[3]) == sid:
-            try:
-                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-    return out
-
-
-def alive(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
-
-
 def start(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
     """`python -m meshsim ARGV` in its own session, with its own temp folder (TMPDIR) to check for leftovers."""
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     (tmp_path / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "meshsim", *argv], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-
-
-def wait_until(what: str, check, timeout_s: float = 60.0, proc: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"exited ({proc.returncode}) before {what}: {proc.stderr.read()}")
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def envoys_and_fortios(sid: int) -> dict[int, str]:
