@@ -33,8 +33,9 @@ def unblock_interrupts() -> None:
 
 
 def reset_interrupts_in_child() -> None:
-    """Initializer of forked worker processes: SIGTERM/SIGHUP kill them (the parent stops them so), SIGINT is the
-    parent's to handle (a terminal's Ctrl-C reaches the whole group), and nothing stays blocked."""
+    """A forked worker's signals (its initializer, meshsim.parent_death.start_worker, calls this): SIGTERM/SIGHUP
+    kill it (the parent stops it so), SIGINT is the parent's to handle (a terminal's Ctrl-C reaches the whole
+    group), and nothing stays blocked."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

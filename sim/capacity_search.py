@@ -27,7 +27,8 @@ import numpy as np
 
 from meshsim.capacity_slo import Slo
 from meshsim.errors import FieldError
-from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
+from meshsim.interrupts import interrupts_deferred
+from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.predict import Prediction, load_compiled_engine, predict_options, uses_compiled_engine
@@ -197,7 +198,7 @@ def _run_jobs(jobs: list[tuple[PredictOptions, Slo, int, float]], processes: int
             found(_bisect_job(job))
         return
     pool = ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=multiprocessing.get_context("fork"),
-                               initializer=reset_interrupts_in_child)
+                               initializer=start_worker, initargs=(Parent.here(),))
     try:
         with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
             futures = [pool.submit(_bisect_job, j) for j in jobs]

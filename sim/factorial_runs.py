@@ -21,6 +21,7 @@ from meshsim.distributions import MS
 from meshsim.errors import FieldError
 from meshsim.factorial_analysis import VALUE, FactorialAnalysis, factorial_effects
 from meshsim.factorial_design import FEATURES, FactorialDesign, parse_factor
+from meshsim.parent_death import Parent, die_with_parent
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions
 from meshsim.sim.predict import Prediction, predict_options
@@ -92,7 +93,8 @@ def _run_all(jobs: list[PredictOptions], metric: str, processes: int, progress: 
             if progress and (i % max(1, len(jobs) // 10) == 0 or i == len(jobs)):
                 progress(f"{i} of {len(jobs)} simulations")
         return values
-    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                             initializer=die_with_parent, initargs=(Parent.here(),)) as pool:
         values = list(pool.map(_one, [(job, metric) for job in jobs]))
     if progress:
         progress(f"{len(jobs)} of {len(jobs)} simulations")

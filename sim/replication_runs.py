@@ -4,7 +4,8 @@ Workers receive the prediction's scenario, workload, horizon, seed and engine on
 pickled per task): a task is a replication index, and a worker's replications all run on the same objects, so the
 compiled engine builds its setup once per worker (sim/fast_setup.py). While the caller decides whether the
 replications so far are enough, the workers already run the batch it would ask for next; a batch it does not ask
-for is dropped, so the results and the stopping rule are those of running one batch after the other.
+for is dropped, so the results and the stopping rule are those of running one batch after the other. Workers end
+with the process that forked them, even when it is killed with SIGKILL (meshsim.parent_death).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import multiprocessing
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
+from meshsim.interrupts import interrupts_deferred
+from meshsim.parent_death import Parent, start_worker
 from meshsim.scenario import Scenario
 from meshsim.workload import Workload
 from meshsim.sim.engine import Horizon, ReplicationResult
@@ -24,9 +26,14 @@ Job = tuple[Scenario, Workload, Horizon, int, str]  # scenario, workload, horizo
 _WORKER_JOB: list[Job] = []  # in a forked worker: the prediction it runs replications of
 
 
-def _start_worker(job: Job) -> None:
-    """Initializer of a forked worker: its interrupts (meshsim.interrupts), and the prediction it serves."""
-    reset_interrupts_in_child()
+def _start_worker(parent: Parent, job: Job) -> None:
+    """Initializer of a forked worker: it ends with ``parent``, takes its interrupts as meshsim.parent_death says,
+    and serves the prediction ``job``."""
+    start_worker(parent)
+    _serve(job)
+
+
+def _serve(job: Job) -> None:
     _WORKER_JOB[:] = [job]
 
 
@@ -79,7 +86,7 @@ class ReplicationRunner:
         self.pool: ProcessPoolExecutor | None = None
         if processes > 1:
             self.pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
-                                            initializer=_start_worker, initargs=(job,))
+                                            initializer=_start_worker, initargs=(Parent.here(), job))
         self.futures: dict[int, Future] = {}
 
     def batch(self, start: int, count: int, ahead: int = 0) -> list[ReplicationResult]:

@@ -5,7 +5,9 @@ imported only then). Each point is :func:`point_row`: a plain function of its op
 same numbers wherever it runs. A finished point goes to the on-disk cache at once (``sim/sweep_cache.py``); points
 already there are not run again, so an interrupted sweep resumes where it stopped. On an interrupt (Ctrl-C, SIGTERM,
 SIGHUP: the CLI turns them into KeyboardInterrupt) the local workers are terminated (Dask tasks are cancelled), the
-finished points are written to the output, and the result says ``interrupted after N of M points``.
+finished points are written to the output, and the result says ``interrupted after N of M points``. A SIGKILL
+cannot be caught: the local workers end with the sweep then (meshsim.parent_death); the Dask path starts no local
+workers.
 
 An existing cluster (e.g. the Dask Helm chart or dask-kubernetes on Kubernetes): its worker image needs the same
 meshsim version (``pip install 'meshsim[dask]'``); model files are not needed there, since each task carries its
@@ -29,7 +31,8 @@ import pandas as pd
 
 from meshsim.distributions import MS
 from meshsim.errors import FieldError, MeshsimError
-from meshsim.interrupts import interrupts_deferred, reset_interrupts_in_child
+from meshsim.interrupts import interrupts_deferred
+from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
@@ -154,7 +157,7 @@ def _local_rows(options: list[PredictOptions], indices: list[int], processes: An
         return
     workers = min(processes or os.cpu_count() or 1, len(options))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=reset_interrupts_in_child)
+                               initializer=start_worker, initargs=(Parent.here(),))
     try:
         with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
             futures = {pool.submit(point_row, o): i for o, i in zip(options, indices)}

@@ -54,6 +54,55 @@ def require_component(name: str) -> Path:
         pytest.skip(str(exc))
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def session_members(sid: int) -> dict[int, str]:
+    """Live (non-zombie) processes of session ``sid``: pid -> command line. A command started in its own session
+    (start_new_session) finds every process it started this way, without asking meshsim."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(int(entry.name))
+        if fields and fields[0] not in ("Z", "X") and int(fields[3]) == sid:
+            try:
+                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+    return out
+
+
+def alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def cpu_ticks(pid: int) -> int:
+    """User and system clock ticks ``pid`` has used (0 when it is gone)."""
+    fields = _stat(pid)
+    return int(fields[11]) + int(fields[12]) if fields else 0
+
+
+def wait_until(what: str, check, timeout_s: float = 60.0, proc: subprocess.Popen | None = None):
+    """Poll ``check`` until it gives something true (returned); fail at the deadline or when ``proc`` exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"exited ({proc.returncode}) before {what}: {proc.stderr.read()}")
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

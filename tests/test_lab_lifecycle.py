@@ -64,7 +64,7 @@ def test_cli_up_probe_down_leaves_no_process(binaries, tmp_path, capsys):
         meshsim_lab("probe", "--state-dir", str(lab_dir))
 
 
-def test_down_after_supervisor_crash_stops_the_orphans_by_pid(binaries, tmp_path):
+def test_a_supervisor_crash_takes_its_processes_along_and_down_clears_the_lab(binaries, tmp_path):
     from meshsim.calibrate.measure.lab.commands import lab_down, lab_up
     from meshsim.calibrate.measure.lab.spec import LabSpec
     from meshsim.calibrate.measure.lab.supervisor import pid_alive
@@ -73,12 +73,13 @@ def test_down_after_supervisor_crash_stops_the_orphans_by_pid(binaries, tmp_path
     state = lab_up(LabSpec(topology="chain3", mode="server-sidecar"), lab_dir)
     pids = [p.pid for p in state.processes]
     os.kill(state.daemon_pid, signal.SIGKILL)  # the supervisor dies without cleaning up
-    deadline = time.monotonic() + 5
-    while pid_alive(state.daemon_pid) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 10
+    while any(pid_alive(pid) for pid in [state.daemon_pid, *pids]) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not any(pid_alive(pid) for pid in pids)  # each ends with its parent (meshsim.parent_death)
     stopped = lab_down(lab_dir)
     assert set(pids) <= set(stopped)
-    assert not any(pid_alive(pid) for pid in pids)
+    assert not (lab_dir / "state.json").exists()
 
 
 def test_up_failure_is_reported_and_cleaned_up(binaries, tmp_path):

@@ -4,14 +4,12 @@ whatever ran ahead; a worker reuses one compiled-engine setup; closing stops wha
 from __future__ import annotations
 
 import pickle
-import signal
 import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from meshsim.interrupts import INTERRUPT_SIGNALS
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.sim import replication_runs
 from meshsim.sim.fast_engine import fast_setup, load_compiled
@@ -49,17 +47,12 @@ def test_workers_running_ahead_give_the_replications_of_one_process() -> None:
 
 def test_a_worker_builds_the_setup_once() -> None:
     job = _job()
-    # what a forked worker's initializer does, here in this process: it also sets the signals' handlers (SIGINT
-    # ignored), which every later child of this test process would inherit, so they are put back afterwards
-    handlers = {sig: signal.getsignal(sig) for sig in INTERRUPT_SIGNALS}
-    try:
-        replication_runs._start_worker(job)
-        first = replication_runs._run_in_worker(0)
-        setup = fast_setup(*job[:3])
-        second = replication_runs._run_in_worker(1)
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    # what a forked worker's initializer does with the job, here in this process (the rest of it, its signals and
+    # its parent's death, belongs in a child)
+    replication_runs._serve(job)
+    first = replication_runs._run_in_worker(0)
+    setup = fast_setup(*job[:3])
+    second = replication_runs._run_in_worker(1)
     assert fast_setup(*job[:3]) is setup
     assert not np.array_equal(first.latencies[:20], second.latencies[:20])
 

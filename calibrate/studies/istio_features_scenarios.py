@@ -22,6 +22,7 @@ from meshsim.catalog import load_mesh, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.distributions import MS
 from meshsim.mesh import MeshModel
+from meshsim.parent_death import Parent, die_with_parent
 from meshsim.request import PredictOptions
 from meshsim.topology import Topology
 
@@ -107,7 +108,8 @@ def run_means(jobs: list[PredictOptions], processes: int | None) -> list[float]:
         processes = min(8, os.cpu_count() or 1)
     if processes <= 1 or len(jobs) <= 1:
         return [_mean_ms(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                             initializer=die_with_parent, initargs=(Parent.here(),)) as pool:
         return list(pool.map(_mean_ms, jobs))
 
 

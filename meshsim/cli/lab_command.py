@@ -54,8 +54,9 @@ def _add_probe_options(parser: argparse.ArgumentParser, multi: bool) -> None:
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=LAB_DIR_DEFAULT,
-                        help=f"lab folder holding state.json, configs, logs and the ledgers of running lab commands "
-                             f"(what a killed one left is stopped by the next lab command; default {LAB_DIR_DEFAULT}/)")
+                        help=f"lab folder holding `lab up`'s state.json, configs and logs (default "
+                             f"{LAB_DIR_DEFAULT}/); what a killed lab command left is stopped by the next one, "
+                             f"whatever its folder")
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -180,8 +181,9 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lab-workers", type=int, default=2, help="Envoy workers per proxy (default 2)")
     group.add_argument("--lab-out", type=Path, default=OUT_DEFAULT, help=f"run folders go here (default {OUT_DEFAULT})")
     group.add_argument("--lab-state-dir", type=Path, default=LAB_DIR_DEFAULT,
-                       help=f"where the lab records its processes while it runs; the next lab command stops what a "
-                            f"killed calibration left (default {LAB_DIR_DEFAULT}/)")
+                       help=f"the lab's state folder, named in the record of its processes while it runs (the next "
+                            f"lab command stops what a killed calibration left, whatever its folder; default "
+                            f"{LAB_DIR_DEFAULT}/)")
     group.add_argument("--lab-no-batching-probe", action="store_true",
                        help="skip the run with eight connections on one worker that separates what a pass costs a "
                             "busy worker from the cost of waking an idle one")

@@ -3,8 +3,8 @@
 ``lab_up`` daemonises a supervisor (``meshsim.calibrate.measure.lab.daemon``) so the lab keeps running after the CLI exits;
 its state (pids, ports, commands) lives in ``state.json`` under the lab folder (default ``.meshsim-lab/``), which
 ``lab_probe`` and ``lab_down`` read. ``lab_run`` does up -> probes -> down inside one process and needs no daemon;
-it records every pid and temporary folder in a ledger in the same folder (``ledger.py``), and every lab command
-first stops what a killed command left behind.
+it records every pid and temporary folder in a ledger (``ledger.py``; one folder per user for every lab command,
+whatever its state folder), and every lab command first stops what any killed lab command left behind.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, rea
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeResult, ProbeSettings, probe
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import interrupts_deferred, pid_alive, pid_start_ticks
+from meshsim.calibrate.measure.process_identity import same_started_process
 from meshsim.progress import Progress
 
 DEFAULT_LAB_DIR = Path(".meshsim-lab")
@@ -44,23 +45,25 @@ def _daemon_alive(data: dict) -> bool:
 
 
 def _alive(processes: list[dict]) -> list[int]:
-    """Recorded pids that still run the same process (same start time: pids get reused)."""
-    return [p["pid"] for p in processes if pid_alive(p["pid"]) and pid_start_ticks(p["pid"]) == p.get("start_ticks")]
+    """Recorded pids that still run the same process (same start time and command line: pids get reused)."""
+    return [p["pid"] for p in processes if same_started_process(p["pid"], p.get("start_ticks"), p.get("command"))]
 
 
-def reap(state_dir: Path, progress: Progress | None = _stderr) -> Reaped:
-    """Stop what lab commands killed before they could clean up left behind in ``state_dir``, and say so."""
-    reaped = reap_orphans(Path(state_dir))
+def reap(progress: Progress | None = _stderr) -> Reaped:
+    """Stop what lab commands killed before they could clean up left behind, whatever their state folder, and say
+    so."""
+    reaped = reap_orphans()
     if progress and reaped.ledgers:
         progress(f"lab: stopped {len(reaped.pids)} processes and removed {len(reaped.temp_dirs)} temporary folders "
-                 f"left by {len(reaped.ledgers)} killed lab command(s) in {state_dir}")
+                 f"left by {len(reaped.ledgers)} killed lab command(s) (state folder "
+                 f"{', '.join(reaped.state_dirs)})")
     return reaped
 
 
 def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP_TIMEOUT_S) -> LabState:
     """Start a detached lab supervisor; return once every process listens (RunFailed with its reason otherwise)."""
     lab_dir = Path(lab_dir).resolve()
-    reap(lab_dir)
+    reap()
     existing = read_state_data(lab_dir)
     if existing and (_daemon_alive(existing) or _alive(existing.get("processes") or [])):
         raise FieldError("state_dir", f"{lab_dir}: a lab is already up there (supervisor pid "
@@ -110,8 +113,9 @@ def read_lab(lab_dir: Path = DEFAULT_LAB_DIR) -> LabState:
 
 
 def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
+    reap()
     state = read_lab(lab_dir)
-    ledger = Ledger.open(Path(lab_dir), "lab probe")  # the load generator and the probe's temporary folder
+    ledger = Ledger.open("lab probe", Path(lab_dir))  # the load generator and the probe's temporary folder
     try:
         result = probe(state, settings, Path(out_dir), ledger)
     finally:
@@ -123,7 +127,7 @@ def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir:
 def lab_down(lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = DOWN_TIMEOUT_S) -> list[int]:
     """Stop the lab's supervisor, then make sure every pid it recorded is gone; return the pids that were stopped."""
     lab_dir = Path(lab_dir).resolve()
-    reaped = list(reap(lab_dir).pids)  # what killed `lab run`s and a killed supervisor's start left
+    reaped = list(reap().pids)  # what killed lab commands (and a killed supervisor's start) left
     data = read_state_data(lab_dir)
     if data is None:
         return reaped  # nothing was up: down is idempotent
@@ -168,15 +172,15 @@ def lab_run(
     state_dir: Path = DEFAULT_LAB_DIR,
 ) -> list[ProbeResult]:
     """Up -> each probe -> down in this process; runs already stored stay stored when a later one fails or the
-    command is interrupted. Every pid and temporary folder is in a ledger under ``state_dir`` until it is gone, so a
-    SIGKILL leaves nothing the next lab command cannot find (see ``reap``)."""
-    reap(state_dir, progress)
+    command is interrupted. Every pid and temporary folder is in a ledger until it is gone, so a SIGKILL leaves
+    nothing the next lab command cannot find, whatever its ``state_dir`` (see ``reap``)."""
+    reap(progress)
     results: list[ProbeResult] = []
     ledger: Ledger | None = None
     work: tempfile.TemporaryDirectory[str] | None = None
     try:
         with interrupts_deferred():  # an interrupt cannot fall between making the temp folder and recording it
-            ledger = Ledger.open(Path(state_dir), "lab run")
+            ledger = Ledger.open("lab run", Path(state_dir))
             work = tempfile.TemporaryDirectory(prefix="meshsim-lab-")
             ledger.add_temp_dir(Path(work.name))
         lab = Lab(spec, Path(lab_dir) if lab_dir else Path(work.name), ledger=ledger)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     lab: Lab | None = None
-    ledger = Ledger.open(lab_dir, "lab up supervisor")  # a SIGKILLed supervisor's children stay findable
+    ledger = Ledger.open("lab up supervisor", lab_dir)  # a SIGKILLed supervisor's children stay findable
     try:
         spec = LabSpec.from_dict(json.loads((lab_dir / SPEC_FILE).read_text(encoding="utf-8")))
         lab = Lab(spec, lab_dir, ledger=ledger)

@@ -1,11 +1,14 @@
 """A ledger of what one lab command started, on disk, so a SIGKILL of that command leaves nothing unfindable.
 
 Every process the lab starts (Envoy, fortio apps, the collector, the fortio load) and every temporary folder it
-makes is written to ``run-PID.json`` in the lab state folder (default ``.meshsim-lab/``) before the command waits on
-it; the file goes away when the command has stopped all of them. A command killed with SIGKILL cannot clean up, so
-the next lab command (``lab up``, ``lab run``, ``lab down``) calls ``reap_orphans``: for every ledger whose owner is
-gone it stops the recorded processes by pid and removes the recorded temporary folders. A pid is only signalled
-while it still has the start time recorded with it (from /proc/PID/stat): a recycled pid is never killed.
+makes is written to ``run-PID-TICKS.json`` in one folder per user, shared by every lab command whatever its
+``--state-dir`` (``$XDG_STATE_HOME/meshsim/lab-ledgers``, else ``~/.local/state/meshsim/lab-ledgers``), before the
+command waits on it; the file goes away when the command has stopped all of them. A command killed with SIGKILL
+cannot clean up (its processes die with it, meshsim.parent_death, but its temporary folders stay, and a system
+without a parent-death signal keeps the processes too), so every lab command first calls ``reap_orphans``: for every
+ledger whose owner is gone it stops the recorded processes by pid and removes the recorded temporary folders. A pid
+is only signalled while it still has the start time (from /proc/PID/stat) and the command line recorded with it: a
+recycled pid is never killed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshsim.calibrate.measure.process_identity import pid_start_ticks, same_process
+from meshsim.errors import RunFailed
+
+from meshsim.calibrate.measure.process_identity import pid_start_ticks, same_process, same_started_process
 
 LEDGER_SCHEMA = "meshsim/lab-ledger/v1"
 LEDGER_GLOB = "run-*.json"
@@ -28,25 +33,39 @@ TEMP_PREFIXES = ("meshsim-lab-", "meshsim-probe-")
 STOP_GRACE_S = 3.0
 
 
+def ledger_dir() -> Path:
+    """The one folder every lab command keeps its ledger in: ``$XDG_STATE_HOME/meshsim/lab-ledgers``, else
+    ``~/.local/state/meshsim/lab-ledgers`` (per user, whatever ``--state-dir`` a command was given)."""
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "meshsim" / "lab-ledgers"
+
+
 @dataclass
 class Ledger:
     """The ledger of the running command (its owner is this process)."""
 
     path: Path
     command: str
+    state_dir: str  # the command's --state-dir, for the message of the command that reaps it
     processes: dict[int, dict[str, Any]]
     temp_dirs: list[str]
 
     @classmethod
-    def open(cls, state_dir: Path, command: str) -> "Ledger":
-        state_dir = Path(state_dir).resolve()
-        state_dir.mkdir(parents=True, exist_ok=True)
-        ledger = cls(state_dir / f"run-{os.getpid()}.json", command, {}, [])
-        ledger._write()
+    def open(cls, command: str, state_dir: Path, folder: Path | None = None) -> "Ledger":
+        """The ledger of this process's lab ``command``, in ``folder`` (default ``ledger_dir()``)."""
+        folder = Path(folder) if folder is not None else ledger_dir()
+        me = os.getpid()
+        ledger = cls(folder / f"run-{me}-{pid_start_ticks(me)}.json", command, str(Path(state_dir).resolve()), {}, [])
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            ledger._write()
+        except OSError as exc:
+            raise RunFailed(f"{folder}: cannot record the lab's processes there ({exc.strerror or exc}); "
+                            f"set XDG_STATE_HOME to a writable folder") from None
         return ledger
 
-    def add_process(self, name: str, pid: int, start_ticks: int | None) -> None:
-        self.processes[pid] = {"name": name, "pid": pid, "start_ticks": start_ticks}
+    def add_process(self, name: str, pid: int, start_ticks: int | None, argv: list[str]) -> None:
+        self.processes[pid] = {"name": name, "pid": pid, "start_ticks": start_ticks, "argv": list(argv)}
         self._write()
 
     def forget_process(self, pid: int) -> None:
@@ -70,9 +89,9 @@ class Ledger:
         return True
 
     def _write(self) -> None:
-        data = {"schema": LEDGER_SCHEMA, "command": self.command, "owner_pid": os.getpid(),
-                "owner_start_ticks": pid_start_ticks(os.getpid()), "processes": list(self.processes.values()),
-                "temp_dirs": self.temp_dirs}
+        data = {"schema": LEDGER_SCHEMA, "command": self.command, "state_dir": self.state_dir,
+                "owner_pid": os.getpid(), "owner_start_ticks": pid_start_ticks(os.getpid()),
+                "processes": list(self.processes.values()), "temp_dirs": self.temp_dirs}
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         os.replace(tmp, self.path)  # atomic: a reader never sees half a ledger
@@ -80,11 +99,13 @@ class Ledger:
 
 @dataclass(frozen=True)
 class Reaped:
-    """What ``reap_orphans`` did: pids stopped, temporary folders removed, ledgers cleared."""
+    """What ``reap_orphans`` did: pids stopped, temporary folders removed, ledgers cleared (and the state folders
+    their commands were given)."""
 
     pids: tuple[int, ...] = ()
     temp_dirs: tuple[str, ...] = ()
     ledgers: tuple[str, ...] = ()
+    state_dirs: tuple[str, ...] = ()
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -96,9 +117,10 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _stop(processes: list[dict[str, Any]]) -> list[int]:
-    """SIGTERM, then SIGKILL after a grace period, each recorded process that is still the same process."""
-    ours = [(int(p["pid"]), p.get("start_ticks")) for p in processes if isinstance(p.get("pid"), int)]
-    ours = [(pid, ticks) for pid, ticks in ours if same_process(pid, ticks)]
+    """SIGTERM, then SIGKILL after a grace period, each recorded process that is still the same process (same
+    start time and command line; an entry without its command line is never signalled)."""
+    ours = [(p["pid"], p.get("start_ticks")) for p in processes if isinstance(p.get("pid"), int)
+            and same_started_process(p["pid"], p.get("start_ticks"), p.get("argv"))]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, ticks in ours:
             if same_process(pid, ticks):
@@ -122,12 +144,14 @@ def _remove_temp(paths: list[Any]) -> list[str]:
     return removed
 
 
-def reap_orphans(state_dir: Path) -> Reaped:
-    """Stop the processes and remove the temporary folders of every lab command in ``state_dir`` that died."""
+def reap_orphans(folder: Path | None = None) -> Reaped:
+    """Stop the processes and remove the temporary folders of every lab command with a ledger in ``folder``
+    (default ``ledger_dir()``: every lab command's) that died."""
     pids: list[int] = []
     temps: list[str] = []
     ledgers: list[str] = []
-    folder = Path(state_dir)
+    state_dirs: list[str] = []
+    folder = Path(folder) if folder is not None else ledger_dir()
     if not folder.is_dir():
         return Reaped()
     for path in sorted(folder.glob(LEDGER_GLOB)):
@@ -139,4 +163,5 @@ def reap_orphans(state_dir: Path) -> Reaped:
         temps += _remove_temp(list(data.get("temp_dirs") or []))
         path.unlink(missing_ok=True)
         ledgers.append(str(path))
-    return Reaped(tuple(pids), tuple(temps), tuple(ledgers))
+        state_dirs.append(str(data.get("state_dir") or "?"))
+    return Reaped(tuple(pids), tuple(temps), tuple(ledgers), tuple(dict.fromkeys(state_dirs)))

@@ -29,14 +29,7 @@ from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
-from meshsim.calibrate.measure.lab.supervisor import (
-    cpu_seconds_of,
-    interrupts_deferred,
-    peak_rss_mb_of,
-    pid_start_ticks,
-    rss_mb_of,
-    unblock_interrupts,
-)
+from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
 DEFAULT_MAX_ERROR_FRACTION = 0.001
@@ -132,11 +125,7 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
     json_out, access = work / "fortio.json", work / "access.jsonl"
     argv = fortio_argv(fortio, url, settings, json_out, access, extra, label)
     with open(work / "fortio.log", "wb") as log:
-        with interrupts_deferred():  # started and recorded, or neither
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,  # noqa: S603
-                                    preexec_fn=unblock_interrupts)
-            if ledger is not None:
-                ledger.add_process("client/load", proc.pid, pid_start_ticks(proc.pid))
+        proc = start_recorded("client/load", argv, ledger, stdout=log, stderr=subprocess.STDOUT)
         # its memory from /proc while it runs: wait4's ru_maxrss is kept across execve, so it would hold this
         # (larger) process's peak rather than fortio's
         peak = RssSampler({"fortio": proc.pid}, interval_s=PEAK_INTERVAL_S, read=peak_rss_mb_of).start()

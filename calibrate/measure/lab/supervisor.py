@@ -2,11 +2,13 @@
 
 Envoy exits when the process that launched it exits, so the supervisor must be the long-lived launcher: it keeps the
 ``Popen`` objects, stops each child by its own pid (SIGTERM, then SIGKILL after a grace period) on ``stop_all``,
-on Ctrl-C and on errors, and verifies afterwards that no pid it started is still alive.
+on Ctrl-C and on errors, and verifies afterwards that no pid it started is still alive. Every child also ends when
+the supervisor's process dies, even by SIGKILL (``start_recorded``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import shlex
@@ -17,13 +19,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from meshsim.errors import RunFailed
 
 from meshsim.calibrate.measure.lab.cpulimit import CpuLimiter
 from meshsim.calibrate.measure.process_identity import pid_alive, pid_start_ticks
-from meshsim.interrupts import INTERRUPT_SIGNALS, interrupts_deferred, unblock_interrupts  # noqa: F401 (re-exported)
+from meshsim.interrupts import INTERRUPT_SIGNALS, interrupts_deferred  # noqa: F401 (re-exported)
+from meshsim.parent_death import Parent, start_program
 
 if TYPE_CHECKING:
     from meshsim.calibrate.measure.lab.ledger import Ledger
@@ -132,6 +135,19 @@ def peak_rss_mb_of(pid: int) -> float | None:
     return _status_mb(pid, "VmHWM:")
 
 
+def start_recorded(name: str, argv: Sequence[str], ledger: "Ledger | None", **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as a child that ends with this process (meshsim.parent_death) and record it in ``ledger``,
+    with the interrupts held back: it is started and recorded, or neither."""
+    with interrupts_deferred():
+        proc = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
+            list(argv), stdin=subprocess.DEVNULL, close_fds=True,
+            preexec_fn=functools.partial(start_program, Parent.here()),  # noqa: PLW1509 - no locks taken
+            **popen)
+        if ledger is not None:
+            ledger.add_process(name, proc.pid, pid_start_ticks(proc.pid), list(argv))
+    return proc
+
+
 @dataclass
 class Managed:
     """One process the supervisor started."""
@@ -173,18 +189,13 @@ class Supervisor:
         full = [*(["taskset", "-c", cpus] if cpus else []), *argv]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / (name.replace("/", "_").replace(":", "_") + ".log")
-        with open(log, "ab") as out, interrupts_deferred():
+        with open(log, "ab") as out, interrupts_deferred():  # started, recorded and held, or none of these
             try:
-                popen = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
-                    full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, close_fds=True,
-                    preexec_fn=unblock_interrupts,  # noqa: PLW1509 - one sigmask call, no locks
-                )
+                popen = start_recorded(name, full, self.ledger, stdout=out, stderr=subprocess.STDOUT)
             except OSError as exc:
                 raise RunFailed(f"lab: cannot start {name} ({shlex.join(full)}): {exc.strerror or exc}") from None
             managed = Managed(name, full, popen, log, pid_start_ticks(popen.pid))
             self.processes.append(managed)
-            if self.ledger is not None:
-                self.ledger.add_process(name, popen.pid, managed.start_ticks)
         if cpu_limit is not None:
             if self.cpu_limiter is None:
                 raise RunFailed(f"lab: --cpu-limit given but no CPU limiter for {name}")
