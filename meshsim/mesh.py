@@ -31,6 +31,7 @@ PLACEMENT = ("sidecar", "node")
 # is still warm (the one busy most recently) reaches accept() first and takes the connection, and a busy worker
 # cannot accept at all, so connections opened together or one after another land on one worker.
 BALANCE = ("hash", "round_robin", "shared_listener")
+MIN_ACCEPT_WINDOW = 0.05 * MS  # an idle thread woken by epoll is running again within tens of microseconds
 LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
 
 
@@ -87,8 +88,9 @@ class ProxyModel:
     placement: str = "sidecar"
     connection_balance: str = "hash"
     # shared_listener: how long after accepting a connection the accepting worker still takes the next one (its
-    # accept loop runs while an idle worker is being scheduled): tens of microseconds on Linux
-    accept_window: float = 0.05 * MS
+    # accept loop runs while an idle worker is being woken); None: the proxy's cold-wake delay, at least 50 us (an
+    # idle thread's scheduling on Linux)
+    accept_window: float | None = None
     cpu_limit: float | None = None
     header_bytes: int = 0
     per_kb: float = 0.0
@@ -104,6 +106,13 @@ class ProxyModel:
     idle_cores: float = 0.0
     # a sidecar side's own held fraction and post-response work, where calibration measured them per side
     sides: Mapping[str, SideCpu] = field(default_factory=dict)
+
+    @property
+    def accept_window_s(self) -> float:
+        """A shared listener's accept window: given, else the time an idle worker needs to wake and reach accept()."""
+        if self.accept_window is not None:
+            return self.accept_window
+        return max(MIN_ACCEPT_WINDOW, self.wakeup.delay if self.wakeup is not None else 0.0)
 
     def held_fraction(self, kind: str) -> float:
         """The part of a pass of this kind that holds the worker: its side's, else the proxy's ``cpu_fraction``."""
@@ -239,7 +248,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         dispatch=s.choice("dispatch", DISPATCH, "pinned"),
         placement=s.choice("placement", PLACEMENT, "sidecar"),
         connection_balance=s.choice("connection_balance", BALANCE, "hash"),
-        accept_window=s.number("accept_window_ms", 0.05, maximum=1000.0) * MS,
+        accept_window=s.number("accept_window_ms", maximum=1000.0) * MS if s.has("accept_window_ms") else None,
         cpu_limit=_cpu_limit(s),
         header_bytes=s.integer("header_bytes", 0, minimum=0, maximum=MAX_MESSAGE_BYTES),
         per_kb=s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,

@@ -116,9 +116,9 @@ class ProxyInstance:
 
     def _accept(self, now: float) -> int:
         """A shared listening socket: the worker that accepted the last connection is running its accept loop and
-        takes whatever arrives before an idle worker is scheduled (``accept_window``); otherwise the worker whose
+        takes whatever arrives before an idle worker is awake (``accept_window_s``); otherwise the worker whose
         core is still warm (the one busy most recently) wins the race, and a busy worker is not in epoll_wait."""
-        if self._acceptor >= 0 and now - self._accepted_at <= self.model.accept_window:
+        if self._acceptor >= 0 and now - self._accepted_at <= self.model.accept_window_s:
             worker = self._acceptor
         else:
             worker = self.station.pick(now)

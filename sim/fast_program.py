@@ -310,7 +310,7 @@ def proxy_arrays(lowering: Lowering) -> tuple:
         px_i[k, K.PX_BALANCE] = BALANCE.index(p.model.connection_balance)
         px_i[k, K.PX_ACCEPTOR] = -1
         px_f[k, K.PX_ACCEPTED_AT] = -math.inf
-        px_f[k, K.PX_ACCEPT_WINDOW] = p.model.accept_window
+        px_f[k, K.PX_ACCEPT_WINDOW] = p.model.accept_window_s
         px_i[k, K.PX_BIND_STREAM] = streams.uniforms(p.rng)
         px_i[k, K.PX_HS_STREAM] = streams.sampler(p.handshake)
         px_i[k, K.PX_UNIFORM] = streams.sampler(p.uniform)

@@ -23,7 +23,7 @@ from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.load.load_dependence import cpu_fractions
 from meshsim.calibrate.load.mean_wakeup import fit_wakeup
 from meshsim.catalog import load_mesh
-from meshsim.distributions import Gamma, LogNormal, Shifted
+from meshsim.distributions import Gamma, LogNormal, Mixture, Shifted
 from meshsim.errors import MeshsimError
 from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
 
@@ -118,6 +118,10 @@ def test_degenerate_and_badly_fitting_candidates_are_refused() -> None:
     assert "KS" in problem(Gamma(2.0, 0.05e-3), 0.66, data_max_s=2e-3)
     assert "KS" in problem(Gamma(2.0, 0.05e-3), float("nan"), data_max_s=2e-3)
     assert problem(Gamma(2.0, 0.05e-3), KS_MAX / 2, data_max_s=2e-3) == ""
+    # a light mixture component whose median ran off to zero: a model file could not hold it (the lab's fit wrote
+    # median_ms 0.0 once, then failed reading its own model back)
+    collapsed = Mixture((0.9995, 0.0005), (LogNormal(math.log(1e-4), 0.3), LogNormal(-900.0, 0.3)))
+    assert "collapsed" in problem(collapsed, 0.01, data_max_s=2e-3)
     # the next candidate by AIC is taken, and the reason for skipping the first is kept
     index, rejected = choose(["gamma", "lognormal"], [lab_failure, LogNormal(math.log(1e-4), 0.5)], [0.01, 0.02],
                              2e-3, "proxy.outbound_pass", ["run-a"])

@@ -20,6 +20,19 @@ SHAPE_MIN = 0.05  # gamma / Weibull shape below this: all mass at zero plus a ta
 SIGMA_MAX = 4.0  # lognormal sigma above this: the same degeneracy on a log scale
 SCALE_FACTOR = 10.0  # scale (or lognormal median) more than this many times the data's largest value
 MIN_WEIGHT = 1e-3  # mixture components lighter than this cannot distort the model and are not judged
+MIN_SCALE_S = 1e-9  # a scale or median below a nanosecond: the optimiser ran off to zero (mu -> -inf); a model file
+# cannot even hold it (a median that underflows to 0 is refused when read back)
+
+
+def _collapsed(dist: Distribution) -> str:
+    """A scale or median run off to zero, whatever the component's weight (the file could not hold it)."""
+    if isinstance(dist, Shifted):
+        return _collapsed(dist.base)
+    if isinstance(dist, (Gamma, Weibull)) and not dist.scale >= MIN_SCALE_S:
+        return f"scale {dist.scale:.3g} s collapsed to zero"
+    if isinstance(dist, LogNormal) and not dist.quantile(0.5) >= MIN_SCALE_S:
+        return f"median {dist.quantile(0.5):.3g} s collapsed to zero"
+    return ""
 
 
 def _degenerate(dist: Distribution, data_max_s: float) -> str:
@@ -27,11 +40,13 @@ def _degenerate(dist: Distribution, data_max_s: float) -> str:
         return _degenerate(dist.base, data_max_s)
     if isinstance(dist, Mixture):
         for w, comp in zip(dist.weights, dist.components):
-            why = _degenerate(comp, data_max_s) if w >= MIN_WEIGHT else ""
+            why = _degenerate(comp, data_max_s) if w >= MIN_WEIGHT else _collapsed(comp)
             if why:
                 return why
         return ""
     limit = SCALE_FACTOR * data_max_s
+    if _collapsed(dist):
+        return _collapsed(dist)
     if isinstance(dist, (Gamma, Weibull)):
         if dist.shape < SHAPE_MIN:
             return f"degenerate shape {dist.shape:.3g} < {SHAPE_MIN}"

@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Fit proxy passes, feature increments and proxy-LB passes to fortio runs "
                                    "(interval-censored MLE on the histograms, deconvolution by likelihood) and write "
                                    "a mesh model file in the meshsim/mesh/v1 schema.")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders (manifest.yaml + fortio.json), or "
-                   "folders holding run folders")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders (manifest.yaml + fortio.json), or "
+                   "folders holding run folders (or --rows)")
     p.add_argument("--mesh", required=True, help="name of the fitted mesh model (e.g. istio-1.2)")
     p.add_argument("--out", required=True, help="model file to write, e.g. models/meshes/NAME.yaml")
     p.add_argument("--report", metavar="DIR", help="also write measured-vs-fitted CDF plots (PNG and HTML)")
@@ -45,11 +45,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="description of a fitted feature written into the model (repeatable)")
     p.add_argument("--description", help="one paragraph describing the fitted model")
     p.add_argument("--version-label", help="version string written into the model (default: from the manifests)")
-    p.add_argument("--connection-balance", choices=("hash", "round_robin", "shared_listener"), default="hash",
+    p.add_argument("--connection-balance", type=_balances, default=["hash"],
                    help="how the proxy's listener hands connections to its workers: hash (one socket per worker, "
                         "Envoy >= 1.20's default), round_robin (Envoy's exact_balance), shared_listener (one socket "
-                        "all workers wait on: Envoy before 1.20, e.g. Istio 1.2-1.11); the burst replays use it")
+                        "all workers wait on: Envoy before 1.20, e.g. Istio 1.2-1.11); the burst replays use it. "
+                        "With --rows a comma list: each is fitted and the one the rows fit best is kept")
+    rows = p.add_argument_group("summary rows (--rows): a pipeline's p50/p90/p99 and CPU per run instead of run folders")
+    rows.add_argument("--rows", action="append", default=[], metavar="CSV",
+                      help="a CSV of summary rows (Istio's perf pipeline benchmark.csv format; repeatable)")
+    rows.add_argument("--reference-mode", default="none_mtls_both",
+                      help="the rows' mode that defines the proxy; other both-sidecars modes add their features "
+                           "(default %(default)s)")
+    rows.add_argument("--jitter", action="store_true", help="the rows' fortio ran with -jitter")
+    rows.add_argument("--fortio-version", help="the rows' fortio version (its warm-up; default 1.68.2)")
+    rows.add_argument("--fortio-warmup", choices=("parallel", "sequential"),
+                      help="the rows' fortio warm-up, when the version is not known (fortio < 1.21: sequential)")
+    rows.add_argument("--proxy-workers", type=int, default=2, help="the rows' proxy worker threads (default 2)")
+    rows.add_argument("--evaluations", type=int, default=240,
+                      help="simulations per stage's search (default %(default)s; about 1 s each)")
     p.set_defaults(handler=run)
+
+
+def _balances(text: str) -> list[str]:
+    names = list(comma_list(text))
+    known = ("hash", "round_robin", "shared_listener")
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown balance {bad[0] if bad else text!r} (known: {', '.join(known)})")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +82,12 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out).parent
     if not out_dir.is_dir():  # checked before minutes of fitting, not after
         raise MeshsimError(f"--out: folder {out_dir} does not exist")
+    if args.rows:
+        return run_rows(args)
+    if not args.run_dirs:
+        raise MeshsimError("meshsim fit: give RUN_DIRs, or summary rows with --rows")
+    if len(args.connection_balance) != 1:
+        raise MeshsimError("--connection-balance: one value for run folders (a list is for --rows)")
     families = [Family(b, s) for b in args.families for s in (False, True)]
     if not args.no_mixtures:
         families += [Family(b, True, True) for b in args.families]
@@ -73,11 +102,33 @@ def run(args: argparse.Namespace) -> int:
         progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
         include_flagged=args.include_flagged, default_features=args.default_on, families=families,
         version=args.version_label, feature_descriptions=descriptions, description=args.description,
-        refine=args.refine, check=args.check, connection_balance=args.connection_balance,
+        refine=args.refine, check=args.check, connection_balance=args.connection_balance[0],
     )
     print(summary.table())
     if summary.errors:
         print(f"meshsim fit: {len(summary.errors)} run folder(s) skipped (see SKIPPED above)", file=sys.stderr)
     if not summary.rows:
         raise MeshsimError("meshsim fit: nothing was fitted")
+    return 0
+
+
+def run_rows(args: argparse.Namespace) -> int:
+    """``meshsim fit --rows``: summary rows instead of run folders (calibrate/summary_fit.py)."""
+    from meshsim.calibrate.fit.row_simulation import RowSettings
+    from meshsim.calibrate.summary_fit import fit_summary_rows
+
+    if args.run_dirs:
+        raise MeshsimError("meshsim fit: give either RUN_DIRs or --rows, not both")
+    if args.proxy_workers < 1:
+        raise MeshsimError(f"--proxy-workers: must be >= 1, got {args.proxy_workers}")
+    if args.evaluations < 10:
+        raise MeshsimError(f"--evaluations: must be >= 10, got {args.evaluations}")
+    settings = RowSettings(jitter=args.jitter, fortio_version=args.fortio_version, fortio_warmup=args.fortio_warmup,
+                           workers=args.proxy_workers)
+    fit = fit_summary_rows(args.rows, args.mesh, args.out, settings,
+                           progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
+                           reference_mode=args.reference_mode, balances=args.connection_balance,
+                           evaluations=args.evaluations, description=args.description or "",
+                           version=args.version_label or "")
+    print(fit.table())
     return 0
