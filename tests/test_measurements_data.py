@@ -18,7 +18,9 @@ ISTIO12 = measurements_dir() / "istio-1.2.0"
 def test_istio_runs_load_with_modes_features_and_provenance() -> None:
     batch = load_runs([ISTIO12])
     assert batch.errors == ()
-    by_mode = {(r.manifest.setup.path, r.features): r for r in batch.runs}
+    # every mode at one connection and at sixteen (the 16 firing together: the load-ladder step)
+    assert sorted(r.manifest.load.connections for r in batch.runs) == [1] * 5 + [16] * 5
+    by_mode = {(r.manifest.setup.path, r.features): r for r in batch.runs if r.manifest.load.connections == 1}
     assert set(by_mode) == {
         ("baseline", frozenset()), ("server-sidecar", frozenset()), ("both-sidecars", frozenset()),
         ("server-sidecar", frozenset({"telemetry"})), ("both-sidecars", frozenset({"telemetry"})),
@@ -28,7 +30,7 @@ def test_istio_runs_load_with_modes_features_and_provenance() -> None:
         assert m.source == "istio-tools" and "2997c96673" in m.provenance
         assert "results-istio-1.2.0-fortio/" in m.provenance
         assert m.setup.mesh_version == "1.2.0" and m.setup.proxy_workers == 2 and m.setup.payload_bytes == 1024
-        assert m.load.rps == 1000 and m.load.connections == 1 and m.load.duration_s == 240
+        assert m.load.rps == 1000 and m.load.duration_s == 240 and f"_c_{m.load.connections}_" in m.provenance
         assert run.result.labels in m.provenance  # the file name carries fortio's Labels
         assert m.status == run.quality.status  # the manifest records what the reader detects
     assert by_mode[("both-sidecars", frozenset({"telemetry"}))].status == "saturated"
