@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from meshsim.cli.flags import comma_list
 from meshsim.errors import MeshsimError
+from meshsim.outputs import check_file, print_result
 
 BASES = ("lognormal", "gamma", "weibull")
 
@@ -52,9 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.fit_runs import fit_runs
     from meshsim.calibrate.fit.families import Family
 
-    out_dir = Path(args.out).parent
-    if not out_dir.is_dir():  # checked before minutes of fitting, not after
-        raise MeshsimError(f"--out: folder {out_dir} does not exist")
+    check_file(args.out, "out")  # the command, unlike the library, does not make a missing folder
     families = [Family(b, s) for b in args.families for s in (False, True)]
     if not args.no_mixtures:
         families += [Family(b, True, True) for b in args.families]
@@ -71,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         version=args.version_label, feature_descriptions=descriptions, description=args.description,
         refine=args.refine, check=args.check,
     )
-    print(summary.table())
+    print_result(summary.table())
     if summary.errors:
         print(f"meshsim fit: {len(summary.errors)} run folder(s) skipped (see SKIPPED above)", file=sys.stderr)
     if not summary.rows:
