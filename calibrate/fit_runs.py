@@ -20,6 +20,7 @@ from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import MeshsimError
+from meshsim.outputs import check_file, check_folder
 from meshsim.progress import Progress
 
 METHOD = ("interval-censored maximum likelihood on fortio histogram buckets (raw access-log samples when present); "
@@ -171,6 +172,10 @@ def fit_runs(
     ``meshsim.mesh.BALANCE``); the replays of bursts and idle gaps use it.
     """
     say = progress or (lambda _m: None)
+    if out is not None:  # checked before minutes of fitting, not after
+        check_file(out, "out", parents=True)
+    if report_dir is not None:
+        check_folder(report_dir, "report")
     batch = load_runs(run_dirs, progress=say)
     summary = FitSummary(mesh, None, [], errors=list(batch.errors))
     usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, say)

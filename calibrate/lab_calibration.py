@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError
+from meshsim.outputs import check_file
 
 from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, lab_run
+from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, check_lab_targets, lab_run
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
 from meshsim.calibrate.measure.lab.spec import (DEFAULT_DURATION_S, DEFAULT_MESH, DEFAULT_PAYLOADS, DEFAULT_RATES,
                                                DEFAULT_WORKERS, LabSpec)
@@ -231,6 +232,9 @@ def calibrate_lab(
     """
     if not rates or not payloads:
         raise FieldError("rates", "need at least one rate, and at least one payload size")
+    check_lab_targets(Path(state_dir), Path(out_dir))  # before minutes of measuring, not after
+    if fit and model_out is not None:
+        check_file(model_out, "model_out", parents=True)
     say = progress or (lambda _msg: None)
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)

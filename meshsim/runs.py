@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import tempfile
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
@@ -19,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from meshsim.errors import ModelError
+from meshsim.outputs import write_folder_with
 from meshsim.yamlio import parse_yaml_text
 
 SCHEMA = "meshsim/run/v1"
@@ -221,13 +220,12 @@ def write_run(
     result_json: Mapping[str, Any] | bytes | None,
     access_log: str | Path | None = None,
 ) -> Path:
-    """Write a run folder atomically: everything lands in a temp folder that is renamed into place."""
+    """Write a run folder atomically: everything lands in a temp folder that is renamed into place (OutputError
+    naming ``out``, the option that holds run folders, when it cannot be written)."""
     folder = Path(folder)
     manifest_from_dict(manifest.to_dict(), str(folder / MANIFEST))  # refuse to write what we could not read back
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a run folder is data to share
-    try:
+
+    def fill(tmp: Path) -> None:
         files = dict(manifest.files)
         if result_json is not None:
             raw = result_json if isinstance(result_json, bytes) else json.dumps(result_json, indent=1).encode()
@@ -238,10 +236,5 @@ def write_run(
         data = manifest.to_dict()
         data["files"] = files
         (tmp / MANIFEST).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+
+    return write_folder_with(folder, "out", fill)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from meshsim.outputs import write_file
+
 CURVE_KEYS = ("topology", "mesh", "features", "lb", "load")
 PANELS = ("p50", "p99")
 
@@ -52,4 +54,4 @@ def write_sweep_report(table: pd.DataFrame, path: str | Path) -> None:
     html = ("<!doctype html><html><head><meta charset='utf-8'><title>meshsim sweep</title></head><body>"
             f"<h1>meshsim sweep</h1><p>{len(table)} points</p>{body}"
             f"{table.to_html(index=False, float_format=lambda v: f'{v:.4g}')}</body></html>")
-    Path(path).write_text(html, encoding="utf-8")
+    write_file(path, html, "html")

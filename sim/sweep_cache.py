@@ -17,6 +17,7 @@ from typing import Any
 
 from meshsim import __version__
 from meshsim.interrupts import interrupts_deferred
+from meshsim.outputs import write_file
 from meshsim.request import PredictOptions
 from meshsim.sim.predict import ENGINE
 
@@ -73,15 +74,9 @@ class PointCache:
             return None
 
     def put(self, key: str, row: dict[str, Any]) -> None:
+        """Store a point (OutputError naming --cache when it cannot be written)."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         # a point is stored whole or not at all: an interrupt between the write and the rename would leave the
         # temporary file behind, so it waits until the point is in place (and a failed write removes its file)
         with interrupts_deferred():
-            try:
-                tmp.write_text(json.dumps(row), encoding="utf-8")  # in column order
-                os.replace(tmp, path)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+            write_file(path, json.dumps(row), "cache", parents=True)  # in column order

@@ -32,6 +32,7 @@ import pandas as pd
 from meshsim.distributions import MS
 from meshsim.errors import FieldError, MeshsimError
 from meshsim.interrupts import interrupts_deferred
+from meshsim.outputs import OutputError, check_file, check_folder, write_file_with
 from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
@@ -91,6 +92,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
     writer = table_writer(out) if out is not None else None
     if html is not None:
         _check_html(html)
+    check_folder(cache_dir if cache_dir is not None else default_cache_dir(), "cache")
     grid.validate()
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
@@ -116,6 +118,7 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     cached = len(rows)
     say = on_point or (lambda _done, _total: None)
     interrupted = ""
+    failed: OutputError | None = None
     runner = _dask_rows if client is not None else _local_rows
     finished: Rows | None = None
     try:
@@ -127,22 +130,35 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
         say(len(rows), len(points))
         finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
-            cache.put(keys[index], row)
             rows[index] = row
+            cache.put(keys[index], row)
             say(len(rows), len(points))
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
+    except OutputError as exc:  # the cache cannot take a point (a full disk): the finished ones still go to out
+        failed = exc
     finally:
         if finished is not None:
             finished.close()  # an interrupt outside the runner's wait still stops its workers now
     table = _table(points, rows)
+    try:
+        _write_table(table, writer, html)
+    except OutputError:
+        if failed is None:
+            raise
+    if failed is not None:  # the first failure (the cache's) is the one to name; its finished points are on disk
+        raise failed
+    return SweepResult(table, len(points), len(rows) - cached, interrupted)
+
+
+def _write_table(table: pd.DataFrame, writer: Callable[[pd.DataFrame], None] | None,
+                 html: str | Path | None) -> None:
     if writer is not None:
         writer(table)
     if html is not None and len(table):
         from meshsim.sweep_report import write_sweep_report
 
         write_sweep_report(table, html)
-    return SweepResult(table, len(points), len(rows) - cached, interrupted)
 
 
 def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.DataFrame:
@@ -225,14 +241,16 @@ def table_writer(out: str | Path) -> Callable[[pd.DataFrame], None]:
     path = Path(out)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return lambda table: table.to_csv(path, index=False)
+        check_file(path, "out")
+        return lambda table: write_file_with(path, "out", lambda tmp: table.to_csv(tmp, index=False))
     if suffix == ".parquet":
         try:
             import pyarrow  # noqa: F401  (pandas writes parquet through it)
         except ModuleNotFoundError:
             raise FieldError("out", "writing parquet needs the Python package 'pyarrow': "
                                     "pip install 'meshsim[parquet]' (or write FILE.csv)") from None
-        return lambda table: table.to_parquet(path, index=False)
+        check_file(path, "out")
+        return lambda table: write_file_with(path, "out", lambda tmp: table.to_parquet(tmp, index=False))
     raise FieldError("out", f"expected FILE.csv or FILE.parquet, got {str(out)!r}")
 
 
@@ -242,3 +260,4 @@ def _check_html(html: str | Path) -> None:
     except ModuleNotFoundError:
         raise FieldError("html", "the report needs the Python package 'plotly': pip install 'meshsim[dash]'") \
             from None
+    check_file(html, "html")

@@ -268,7 +268,8 @@ def test_a_gzip_bomb_stops_at_the_cap_while_streaming(tmp_path: Path, monkeypatc
 def test_fit_out_into_a_missing_folder(tmp_path: Path, capsys) -> None:
     folder = good_run(tmp_path)
     assert main(["fit", str(folder), "--mesh", "x", "--out", str(tmp_path / "nope" / "x.yaml")]) == 2
-    assert f"--out: folder {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
+    assert f"--out: cannot write {tmp_path / 'nope' / 'x.yaml'}: folder {tmp_path / 'nope'} does not exist" in \
+        capsys.readouterr().err
 
 
 def test_validate_fails_when_no_run_could_be_validated(tmp_path: Path, capsys) -> None:

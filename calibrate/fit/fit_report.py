@@ -16,6 +16,7 @@ import numpy as np
 from meshsim.calibrate.fit.observations import Observation
 from meshsim.calibrate.fit.decomposition import Decomposition
 from meshsim.errors import ComponentMissing
+from meshsim.outputs import make_folder, write_file, write_file_with
 from meshsim.progress import Progress
 
 Cdf = Callable[[np.ndarray], np.ndarray]
@@ -48,7 +49,7 @@ def write_report(decomp: Decomposition, folder: Path, say: Progress | None = Non
     except ImportError as exc:
         raise ComponentMissing(f"the fit report needs matplotlib and plotly ({exc.name} missing); "
                                "install them with: pip install 'meshsim[fit]'") from None
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, "report")
     panels: list[tuple[str, str, Observation, Cdf]] = []
     assert decomp.baseline_obs is not None
     base = decomp.baseline
@@ -72,21 +73,20 @@ def write_report(decomp: Decomposition, folder: Path, say: Progress | None = Non
         ax.set_title(f"{title}\n{subtitle}", fontsize=9)
         ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
-        png = folder / f"{stem}.png"
-        fig.savefig(png, dpi=90)
+        png = write_file_with(folder / f"{stem}.png", "report", lambda tmp: fig.savefig(tmp, dpi=90))
         plt.close(fig)
         pfig = go.Figure([go.Scatter(x=mx, y=my, mode="lines", name="measured"),
                           go.Scatter(x=fx, y=fy, mode="lines", name="fitted model")])
         pfig.update_layout(title=f"{title}<br><sub>{subtitle}</sub>", xaxis_title="latency (ms)", yaxis_title="CDF",
                            xaxis_type="log")
-        page = folder / f"{stem}.html"
-        pfig.write_html(page, include_plotlyjs="cdn", full_html=True)
+        page = write_file_with(folder / f"{stem}.html", "report",
+                               lambda tmp: pfig.write_html(tmp, include_plotlyjs="cdn", full_html=True))
         written += [png, page]
         rows.append(f"<li>{html.escape(title)} ({html.escape(subtitle)}): "
                     f"<a href='{page.name}'>interactive</a> <img src='{png.name}' width='480'></li>")
         if say:
             say(f"report: {png.name}")
-    index = folder / "index.html"
-    index.write_text("<html><head><meta charset='utf-8'><title>meshsim fit report</title></head><body>"
-                     "<h1>Measured vs fitted CDF</h1><ul>" + "\n".join(rows) + "</ul></body></html>", encoding="utf-8")
+    index = write_file(folder / "index.html", "<html><head><meta charset='utf-8'><title>meshsim fit report</title>"
+                       "</head><body><h1>Measured vs fitted CDF</h1><ul>" + "\n".join(rows) + "</ul></body></html>",
+                       "report")
     return [index, *written]

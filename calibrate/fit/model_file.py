@@ -6,14 +6,13 @@ simulator would refuse is never left on disk.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 from meshsim.errors import ModelError
+from meshsim.outputs import write_file
 from meshsim.yamlio import read_yaml
 
 PROXY_KINDS = {"istio": "envoy", "envoy": "envoy", "linkerd": "linkerd2-proxy", "traefik": "traefik"}
@@ -83,21 +82,11 @@ def validate(model: Mapping[str, Any], where: str) -> None:
 
 
 def write_model(model: Mapping[str, Any], out: str | Path) -> Path:
-    """Validate, then write through a temporary file renamed into place."""
+    """Validate, then write atomically (only onto a regular file; its folder is made)."""
     out = Path(out)
     validate(model, str(out))
     text = yaml.safe_dump(dict(model), sort_keys=False, allow_unicode=True, width=110)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is meant to be shared
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_file(out, text, "out", parents=True)
 
 
 def read_model(path: str | Path) -> dict[str, Any]:

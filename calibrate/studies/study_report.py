@@ -10,9 +10,10 @@ import html as _html
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from meshsim.errors import ComponentMissing, FieldError
+from meshsim.errors import ComponentMissing
+from meshsim.outputs import check_file, check_folder, make_folder, write_file, write_file_with
 
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
 from meshsim.calibrate.studies.study_skill_report import skill_html, skill_lines
@@ -117,34 +118,32 @@ def write_html(result: StudyResult, path: Path) -> Path:
             "<th>predicted</th><th>error</th><th>naive</th><th>naive error</th><th>95% CI</th><th>role</th>"
             f"<th>note</th></tr>{rows}</table>"
             f"<pre>{_html.escape(json.dumps(result.summary(), indent=1))}</pre>")
-    try:
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise FieldError("html", f"cannot write {path}: {exc.strerror}") from None
-    return path
+    return write_file(path, page, "html")
 
 
 def write_out(result: StudyResult, out_dir: Path) -> list[Path]:
     """study.json, cells.csv and published-vs-predicted.svg in ``out_dir`` (created)."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [out_dir / "study.json", out_dir / "cells.csv", out_dir / "published-vs-predicted.svg"]
-        paths[0].write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
-        result.frame().to_csv(paths[1], index=False)
-        comparison_figure(result).savefig(paths[2], format="svg")
-    except OSError as exc:
-        raise FieldError("out", f"cannot write to {out_dir}: {exc.strerror}") from None
-    return paths
+    make_folder(out_dir, "out")
+    figure = comparison_figure(result)
+    return [write_file(out_dir / "study.json", json.dumps(result.to_dict(), indent=1) + "\n", "out"),
+            write_file_with(out_dir / "cells.csv", "out", lambda tmp: result.frame().to_csv(tmp, index=False)),
+            write_file_with(out_dir / "published-vs-predicted.svg", "out",
+                            lambda tmp: figure.savefig(tmp, format="svg"))]
 
 
-def study_run(name: str, settings: Any, *, as_json: bool = False, html: str | None = None, out: str | None = None,
-              progress: Any = None) -> str:
-    """Run study ``name`` and return what ``meshsim study run`` prints; write the HTML page and the out folder."""
+def study_run(name: str, settings: Any, show: Callable[[str], None], *, as_json: bool = False,
+              html: str | None = None, out: str | None = None, progress: Any = None) -> None:
+    """Run study ``name``, ``show`` what ``meshsim study run`` prints, then write the HTML page and the out folder
+    (their targets are checked first; one that fails at the end still leaves the table shown)."""
     from meshsim.calibrate.studies.study_catalog import run_study
 
+    if html:
+        check_file(html, "html")
+    if out:
+        check_folder(out, "out")
     result = run_study(name, settings, progress)
+    show(json.dumps(result.to_dict(), indent=1) if as_json else cell_table(result))
     if html:
         write_html(result, Path(html))
     if out:
         write_out(result, Path(out))
-    return json.dumps(result.to_dict(), indent=1) if as_json else cell_table(result)

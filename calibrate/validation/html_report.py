@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import html as _html
 import math
-import os
-import tempfile
 from pathlib import Path
 
-from meshsim.errors import ComponentMissing, FieldError, MeshsimError
+from meshsim.errors import ComponentMissing
+from meshsim.outputs import write_file
 
 from meshsim.calibrate.validation.compare import SUMMARY_KEYS, Validation
 from meshsim.calibrate.validation.text_report import LABELS, summary_line
@@ -61,7 +60,7 @@ def _row(c) -> str:  # type: ignore[no-untyped-def]
 
 
 def write_html(v: Validation, path: Path) -> Path:
-    """Write the report atomically; returns the path."""
+    """Write the report atomically (only onto a regular file); returns the path."""
     figs = _figures(v)
     parts = []
     for index, (title, fig) in enumerate(figs):
@@ -79,16 +78,4 @@ def write_html(v: Validation, path: Path) -> Path:
             f"{' (included here: --include-fit-runs)' if v.include_fit_runs else ''}.</p>"
             f"<table>{head}{rows}</table>" + (f"<h3>Skipped</h3><ul>{skipped}</ul>" if skipped else "")
             + "".join(parts) + "</body></html>")
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise FieldError("html", f"folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_file(path, page, "html")

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from meshsim.calibrate.validation.compare import Validation, gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.text_report import table, to_json
 from meshsim.errors import Interrupted, MeshsimError
+from meshsim.outputs import OutputError, check_file, check_folder
 from meshsim.progress import Progress
 
 
@@ -20,6 +21,8 @@ class Outcome:
     failures: tuple[str, ...]  # gate violations (empty: passed or no gate)
     html: Path | None = None
     lab: Any = None  # the LabValidation (runs and model folders) behind ``meshsim lab validate``
+    # the HTML report could not be written: the CLI prints the text (what was computed stays), then this error
+    output_error: OutputError | None = None
 
 
 def validate(
@@ -38,6 +41,8 @@ def validate(
     progress: Progress | None = None,
 ) -> Outcome:
     thresholds = parse_thresholds(fail_above) if fail_above is not None else None  # bad flag: fail before work
+    if html is not None:
+        check_file(html, "html")
     v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
                       replications=replications, sim_duration_s=sim_duration_s, seed=seed, processes=processes,
                       progress=progress)
@@ -53,10 +58,14 @@ def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path 
     """Gate, HTML report and the text to print, for a finished validation."""
     failures = tuple(gate(v, thresholds)) if thresholds is not None else ()
     written = None
+    output_error = None
     if html is not None:
         from meshsim.calibrate.validation.html_report import write_html
 
-        written = write_html(v, Path(html))
+        try:
+            written = write_html(v, Path(html))
+        except OutputError as exc:  # e.g. the disk filled during the validation: the comparisons are still shown
+            output_error = exc
     if as_json:
         data = to_json(v)
         data["gate"] = None if thresholds is None else {"thresholds": thresholds, "failures": list(failures),
@@ -67,7 +76,7 @@ def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path 
         text = table(v) + (f"\nwrote {written}" if written else "")
         if thresholds is not None:
             text += "\ngate: " + ("passed" if not failures else "FAILED: " + "; ".join(failures))
-    return Outcome(v, text, failures, written)
+    return Outcome(v, text, failures, written, output_error=output_error)
 
 
 def validate_lab_report(
@@ -85,5 +94,8 @@ def validate_lab_report(
     from meshsim.calibrate.validation.lab_loop import validate_lab
 
     thresholds = parse_thresholds(fail_above) if fail_above is not None else None
+    check_folder(out_dir, "out")
+    if html is not None:
+        check_file(html, "html")
     result = validate_lab(out_dir, plan, mesh=mesh, replications=replications, progress=progress)
     return replace(render(result.validation, thresholds, html, as_json), lab=result)

@@ -7,10 +7,10 @@ a real cluster through the kubernetes client (meshsim.calibrate.measure.kube). B
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from meshsim.errors import MeshsimError
+from meshsim.outputs import print_result
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.lab_calibration import calibrate_lab
     from meshsim.cli.lab_command import lab_calibrate_kwargs
 
+    args.flag_overrides = {"out": "--lab-out", "state_dir": "--lab-state-dir"}  # the library's fields, said as --lab-*
     mesh = args.mesh or "envoy-lab"
     model_out = args.model_out or Path("models") / "meshes" / f"{mesh}.yaml"
     result = calibrate_lab(mesh, model_out=model_out, **lab_calibrate_kwargs(args))
-    print(getattr(result, "summary", result), file=sys.stdout)
+    print_result(str(getattr(result, "summary", result)))
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 from meshsim.capacity_slo import SIZE_KINDS, SizingQuestion, parse_slo
 from meshsim.cli.flags import comma_list
 from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
+from meshsim.outputs import print_result
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"meshsim capacity: {line}", file=sys.stderr)
         return 130
     out = result.to_dict()
-    print(json.dumps(out, indent=1) if args.json else capacity_text(out))
+    print_result(json.dumps(out, indent=1) if args.json else capacity_text(out))
     return 0
 
 

@@ -16,7 +16,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--port", type=int, default=8050, help="TCP port (default 8050)")
     parser.add_argument("--measurements", type=Path, default=None, metavar="DIR",
                         help="extra folder of run folders (manifest.yaml + fortio.json) to overlay")
-    parser.set_defaults(handler=handle)
+    parser.set_defaults(handler=handle, prints_result=False)  # its lines go to stderr
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from typing import Sequence
 from meshsim import __version__
 from meshsim.cli.flags import user_message
 from meshsim.errors import ComponentMissing, MeshsimError
+from meshsim.outputs import check_stdout, print_note
 
 # Each front end registers its own subcommand. A front end whose optional dependencies are not installed still
 # appears, and says which extra to install, instead of breaking the others.
@@ -87,19 +88,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        if getattr(args, "prints_result", True):  # a result with nowhere to go is refused before the work
+            check_stdout()
         return int(args.handler(args) or 0)
     except MeshsimError as exc:
-        print(f"meshsim: error: {user_message(exc, getattr(args, 'flag_overrides', None))}", file=sys.stderr)
+        print_note(f"meshsim: error: {user_message(exc, getattr(args, 'flag_overrides', None))}")
         return exc.exit_code
     except ModuleNotFoundError as exc:  # an optional dependency the chosen command needs
         if not exc.name or exc.name.startswith("meshsim"):
             raise
         extra = next((e for c, e in SUBCOMMANDS.values() if c == args.command), "") or "test"
-        print(f"meshsim: error: {args.command} needs the Python package {exc.name!r}: "
-              f"pip install 'meshsim[{extra}]'", file=sys.stderr)
+        print_note(f"meshsim: error: {args.command} needs the Python package {exc.name!r}: "
+                   f"pip install 'meshsim[{extra}]'")
         return ComponentMissing.exit_code
     except KeyboardInterrupt:
-        print("meshsim: interrupted", file=sys.stderr)
+        print_note("meshsim: interrupted")
         return 130
 
 

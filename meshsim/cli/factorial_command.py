@@ -15,6 +15,7 @@ from typing import Any
 from meshsim.cli.flags import comma_list
 from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
 from meshsim.factorial_design import METRICS
+from meshsim.outputs import print_result
 from meshsim.request import PredictOptions
 
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     result = factorial(args.factor, base_options(args), args.replications, args.metric, progress,
                        args.processes).to_dict()
-    print(json.dumps(result, indent=1) if args.json else effects_table(result))
+    print_result(json.dumps(result, indent=1) if args.json else effects_table(result))
     return 0
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from meshsim.cli.flags import comma_list
 from meshsim.errors import MeshsimError
+from meshsim.outputs import check_file, print_result
 
 BASES = ("lognormal", "gamma", "weibull")
 
@@ -79,9 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.fit_runs import fit_runs
     from meshsim.calibrate.fit.families import Family
 
-    out_dir = Path(args.out).parent
-    if not out_dir.is_dir():  # checked before minutes of fitting, not after
-        raise MeshsimError(f"--out: folder {out_dir} does not exist")
+    check_file(args.out, "out")  # the command, unlike the library, does not make a missing folder
     if args.rows:
         return run_rows(args)
     if not args.run_dirs:
@@ -104,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         version=args.version_label, feature_descriptions=descriptions, description=args.description,
         refine=args.refine, check=args.check, connection_balance=args.connection_balance[0],
     )
-    print(summary.table())
+    print_result(summary.table())
     if summary.errors:
         print(f"meshsim fit: {len(summary.errors)} run folder(s) skipped (see SKIPPED above)", file=sys.stderr)
     if not summary.rows:
@@ -130,5 +128,5 @@ def run_rows(args: argparse.Namespace) -> int:
                            reference_mode=args.reference_mode, balances=args.connection_balance,
                            evaluations=args.evaluations, description=args.description or "",
                            version=args.version_label or "")
-    print(fit.table())
+    print_result(fit.table())
     return 0

@@ -24,6 +24,7 @@ FIELD_FLAGS = {
     "rates": "--lab-rates", "payloads": "--lab-payloads", "max_events": "--max-events", "time_limit_s": "--time-limit",
     "factors": "--factor", "timeseries_s": "--timeseries", "timeseries_csv": "--timeseries-csv",
     "engine": "--engine", "cluster": "--cluster",
+    "stdout": "stdout",  # the command's result stream (meshsim.outputs): no flag names it
 }
 
 

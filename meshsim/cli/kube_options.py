@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from meshsim.outputs import print_result
+
 
 def add_kube_calibrate_options(parser: argparse.ArgumentParser) -> None:
     """Add the --kube flags; flags the calibrate parser already has (e.g. --mesh, --out, --plan shared with
@@ -54,8 +56,7 @@ def run_kube_calibrate(args: argparse.Namespace) -> int:
         resume=args.resume,
     )
     if not args.dry_run:
-        for folder in result.written:
-            print(folder, file=sys.stdout)
-        if fitted is not None:
-            print(f"fitted {model_out}", file=sys.stdout)
+        lines = [str(folder) for folder in result.written] + ([f"fitted {model_out}"] if fitted is not None else [])
+        if lines:
+            print_result("\n".join(lines))
     return 1 if result.left_behind else 0

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from meshsim.outputs import print_result
+
 LAB_DIR_DEFAULT = Path(".meshsim-lab")
 OUT_DEFAULT = Path("measurements") / "lab"
 
@@ -114,8 +116,9 @@ def handle_up(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_up
 
     state = lab_up(_spec(args), args.state_dir)
-    print(f"lab up: {state.spec.topology} {state.spec.mode}, entry {state.entry_url}, "
-          f"{len(state.processes)} processes, supervisor pid {state.daemon_pid}, state {args.state_dir}/state.json")
+    print_result(f"lab up: {state.spec.topology} {state.spec.mode}, entry {state.entry_url}, "
+                 f"{len(state.processes)} processes, supervisor pid {state.daemon_pid}, "
+                 f"state {args.state_dir}/state.json")
     return 0
 
 
@@ -123,7 +126,7 @@ def handle_probe(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_probe
 
     result = lab_probe(_settings(args, args.rps), args.state_dir, args.out)
-    print(json.dumps(result.summary()) if args.json else result.folder)
+    print_result(json.dumps(result.summary()) if args.json else str(result.folder))
     return 0
 
 
@@ -131,10 +134,8 @@ def handle_down(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_down
 
     stopped = lab_down(args.state_dir)
-    if stopped:
-        print(f"lab down: stopped {len(stopped)} processes, none left running")
-    else:
-        print(f"lab down: no lab in {args.state_dir}; nothing to stop")
+    print_result(f"lab down: stopped {len(stopped)} processes, none left running" if stopped
+                 else f"lab down: no lab in {args.state_dir}; nothing to stop")
     return 0
 
 
@@ -158,11 +159,8 @@ def handle_run(args: argparse.Namespace) -> int:
 
     results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=_progress,
                       state_dir=args.state_dir)
-    if args.json:
-        print(json.dumps({"runs": [r.summary() for r in results]}))
-    else:
-        for result in results:
-            print(result.folder)
+    print_result(json.dumps({"runs": [r.summary() for r in results]}) if args.json
+                 else "\n".join(str(result.folder) for result in results))
     return 0
 
 

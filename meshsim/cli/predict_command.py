@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from meshsim.catalog import list_meshes, list_topologies
 from meshsim.cli.flags import comma_list
 from meshsim.errors import FieldError
+from meshsim.outputs import check_file, print_result, write_file
 
 from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, DEFAULT_THREADS, PredictOptions
 from meshsim.workload import RateProfile
@@ -131,13 +131,17 @@ def run(args: argparse.Namespace) -> int:
     if args.mesh_model:
         args.flag_overrides = {"mesh": "--mesh-model"}
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    if args.timeseries_csv and args.timeseries is None and args.profile is None:
-        raise FieldError("timeseries_csv", "this run has no time series: give --timeseries SECONDS or --profile")
-    prediction = predict_options(options_of(args), progress)
     if args.timeseries_csv:
-        write_timeseries_csv(prediction.timeseries, args.timeseries_csv)
+        if args.timeseries is None and args.profile is None:
+            raise FieldError("timeseries_csv", "this run has no time series: give --timeseries SECONDS or --profile")
+        check_file(args.timeseries_csv, "timeseries_csv")  # before the simulation, not after
+    prediction = predict_options(options_of(args), progress)
     result = prediction.to_dict()
-    print(json.dumps(result, indent=1) if args.json else prediction_table(result))
+    try:
+        if args.timeseries_csv:
+            write_timeseries_csv(prediction.timeseries, args.timeseries_csv)
+    finally:  # a CSV that could not be written still leaves the prediction on stdout
+        print_result(json.dumps(result, indent=1) if args.json else prediction_table(result))
     return 0
 
 
@@ -145,7 +149,4 @@ def write_timeseries_csv(series: Any, path: str) -> None:
     """The time series as CSV (FieldError naming --timeseries-csv when there is none or the file cannot be written)."""
     if series is None:
         raise FieldError("timeseries_csv", "this run has no time series: give --timeseries SECONDS or --profile")
-    try:
-        Path(path).write_text(series.to_csv(), encoding="utf-8")
-    except OSError as exc:
-        raise FieldError("timeseries_csv", f"cannot write {path}: {exc.strerror}") from None
+    write_file(path, series.to_csv(), "timeseries_csv")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from meshsim.outputs import print_result
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("study", help="re-create a published study (the seed documents) and compare its tables "
@@ -36,11 +38,8 @@ def run_list(args: argparse.Namespace) -> int:
     from meshsim.calibrate.studies.study_catalog import list_studies
 
     studies = list_studies()
-    if args.json:
-        print(json.dumps(studies, indent=1))
-    else:
-        for s in studies:
-            print(f"{s['name']:<18}{s['title']}\n{'':<18}source: {s['source']}")
+    print_result(json.dumps(studies, indent=1) if args.json else
+                 "\n".join(f"{s['name']:<18}{s['title']}\n{'':<18}source: {s['source']}" for s in studies))
     return 0
 
 
@@ -51,7 +50,7 @@ def run_one(args: argparse.Namespace) -> int:
     settings = StudySettings(short=args.short, seed=args.seed, processes=args.processes,
                              time_limit_s=args.time_limit)
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    print(study_run(args.name, settings, as_json=args.json, html=args.html, out=args.out, progress=progress))
+    study_run(args.name, settings, print_result, as_json=args.json, html=args.html, out=args.out, progress=progress)
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from meshsim.cli.flags import comma_list
 from meshsim.cli.predict_command import MESHES_HELP, TOPOLOGIES_HELP
 from meshsim.errors import FieldError
+from meshsim.outputs import print_result
 from meshsim.request import PredictOptions
 from meshsim.sweep_grid import SweepGrid, parse_feature_sets, parse_rps_range
 
@@ -65,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
                        progress=lambda msg: print(f"meshsim sweep: {msg}", file=sys.stderr, flush=True))
     finally:
         bar.close()
-    print(f"meshsim sweep: {result.finished} of {result.total} points in {args.out} ({result.computed} computed, "
-          f"{result.finished - result.computed} from the cache)" + (f"; report {args.html}" if args.html else ""))
+    print_result(f"meshsim sweep: {result.finished} of {result.total} points in {args.out} ({result.computed} "
+                 f"computed, {result.finished - result.computed} from the cache)"
+                 + (f"; report {args.html}" if args.html else ""))
     if result.interrupted:
         print(f"meshsim sweep: {result.interrupted}; the cache and {args.out} keep them: run the same command "
               "again to resume", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from meshsim.outputs import print_result
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="compare a mesh model's predictions with measured run folders",
@@ -37,9 +39,11 @@ def run(args: argparse.Namespace) -> int:
                        fail_above=args.fail_above, include_fit_runs=args.include_fit_runs,
                        replications=args.replications, sim_duration_s=args.sim_duration, seed=args.seed,
                        progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    print(outcome.text)
+    print_result(outcome.text)
     for line in outcome.failures:
         print(f"meshsim validate: FAILED {line}", file=sys.stderr)
+    if outcome.output_error:
+        raise outcome.output_error
     if outcome.validation.interrupted:
         print(f"meshsim validate: {outcome.validation.interrupted}; the table above holds those", file=sys.stderr)
         return 130
@@ -68,7 +72,9 @@ def run_lab(args: argparse.Namespace) -> int:
     outcome = validate_lab_report(args.out, args.plan, mesh=args.mesh, html=args.html, as_json=args.json,
                                   fail_above=args.fail_above, replications=args.replications,
                                   progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    print(outcome.text)
+    print_result(outcome.text)
     for line in outcome.failures:
         print(f"meshsim lab validate: FAILED {line}", file=sys.stderr)
+    if outcome.output_error:
+        raise outcome.output_error
     return 1 if outcome.failures else 0

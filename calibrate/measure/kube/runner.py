@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence, TextIO
 import yaml
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, ModelError
+from meshsim.outputs import check_folder, print_result
 from meshsim.runs import LoadSettings, RunManifest, Setup, read_manifest, write_run
 
 from . import usage
@@ -142,12 +143,13 @@ def calibrate_kube(
         print(f"skipped: {reason}", file=stderr)
 
     if dry_run:
-        stdout.write(dry_run_text(expanded, the_plan, profile, namespace_prefix, run))
+        print_result(dry_run_text(expanded, the_plan, profile, namespace_prefix, run).rstrip("\n"), stdout)
         print(f"dry run: {len(expanded.probes)} probes in {len(expanded.configurations())} namespaces, "
               f"~{expanded.probe_seconds(the_plan.duration_s) / 60:.1f} min of probes; nothing was created",
               file=stderr)
         return result
 
+    check_folder(out_dir, "out")  # before any namespace is made
     result.resumed, todo = _pending(expanded.probes, mesh, out_dir, resume)
     if not todo:
         print(f"all {len(result.resumed)} probes already in {out_dir}; nothing to do", file=stderr)

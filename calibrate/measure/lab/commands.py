@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
+from meshsim.outputs import check_folder
 
 from meshsim.calibrate.measure.lab.daemon import SPEC_FILE
 from meshsim.calibrate.measure.lab.ledger import Ledger, Reaped, reap_orphans
@@ -49,6 +50,14 @@ def _alive(processes: list[dict]) -> list[int]:
     return [p["pid"] for p in processes if same_started_process(p["pid"], p.get("start_ticks"), p.get("command"))]
 
 
+def check_lab_targets(state_dir: Path, out_dir: Path | None = None) -> None:
+    """Before a lab starts: its state folder and the folder for its run folders can be written (OutputError naming
+    the option otherwise), so a lab is never started only to find that nothing it measures can be stored."""
+    check_folder(state_dir, "state_dir")
+    if out_dir is not None:
+        check_folder(out_dir, "out")
+
+
 def reap(progress: Progress | None = _stderr) -> Reaped:
     """Stop what lab commands killed before they could clean up left behind, whatever their state folder, and say
     so."""
@@ -63,6 +72,7 @@ def reap(progress: Progress | None = _stderr) -> Reaped:
 def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP_TIMEOUT_S) -> LabState:
     """Start a detached lab supervisor; return once every process listens (RunFailed with its reason otherwise)."""
     lab_dir = Path(lab_dir).resolve()
+    check_lab_targets(lab_dir)
     reap()
     existing = read_state_data(lab_dir)
     if existing and (_daemon_alive(existing) or _alive(existing.get("processes") or [])):
@@ -115,6 +125,7 @@ def read_lab(lab_dir: Path = DEFAULT_LAB_DIR) -> LabState:
 def lab_probe(settings: ProbeSettings, lab_dir: Path = DEFAULT_LAB_DIR, out_dir: Path = DEFAULT_OUT) -> ProbeResult:
     reap()
     state = read_lab(lab_dir)
+    check_lab_targets(Path(lab_dir), Path(out_dir))
     ledger = Ledger.open("lab probe", Path(lab_dir))  # the load generator and the probe's temporary folder
     try:
         result = probe(state, settings, Path(out_dir), ledger)
@@ -174,6 +185,7 @@ def lab_run(
     """Up -> each probe -> down in this process; runs already stored stay stored when a later one fails or the
     command is interrupted. Every pid and temporary folder is in a ledger until it is gone, so a SIGKILL leaves
     nothing the next lab command cannot find, whatever its ``state_dir`` (see ``reap``)."""
+    check_lab_targets(Path(state_dir), Path(out_dir))
     reap(progress)
     results: list[ProbeResult] = []
     ledger: Ledger | None = None
