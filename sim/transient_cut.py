@@ -106,6 +106,7 @@ def mser_cut(series: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
     if m < MIN_BATCHES:
         return 0, False
     z = series[:m * batch].reshape(m, batch).mean(axis=1)
+    z = z - z.mean()  # the statistic does not move with a shift; centred, its running sums lose less to rounding
     tail_sum = np.cumsum(z[::-1])[::-1]  # sums over j >= d, for every d
     tail_squares = np.cumsum((z * z)[::-1])[::-1]
     left = np.arange(m, 0, -1, dtype=float)  # m - d
