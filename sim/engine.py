@@ -66,6 +66,9 @@ class ReplicationResult:
     load_start: float = 0.0  # when the timed run began: fortio's warm-up calls come before, unmeasured
     wire_bytes: dict[str, float] = field(default_factory=dict)  # bytes per measured request (see wire_bytes())
     series: ReplicationSeries | None = None  # with Horizon.series_s: the run cut into windows
+    # each latency's time (the simulation's clock): its send (intended for an open load), for wrk2 its answer (what
+    # wrk2 files it under); latencies and filed_at are in the order of these times (in_filed_order)
+    filed_at: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
@@ -124,8 +127,9 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
     growth, answered = backlog(load, np.asarray(sent_times), np.asarray(latencies), origin + warmup,
                                origin + horizon.duration)
+    measured_latencies, filed_at = in_filed_order(np.asarray(latencies), np.asarray(sent_times))
     return ReplicationResult(
-        latencies=np.asarray(latencies),
+        latencies=measured_latencies,
         window=window,
         started=started_in_window,
         completed=measured,
@@ -141,7 +145,16 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         wire_bytes=wire_bytes(system, started_in_window),
         load_start=origin,
         series=replication_series(sampler, origin, sent_times if horizon.series_s else None, latencies),
+        filed_at=filed_at,
     )
+
+
+def in_filed_order(latencies: np.ndarray, filed_at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A replication's latencies and their times in the order of those times (ties by latency): the order the
+    start-up transient is looked for in (sim/transient_cut.py), the same on both engines whatever order their
+    answers came back in."""
+    order = np.lexsort((latencies, filed_at))
+    return latencies[order], filed_at[order]
 
 
 def _start_load(env: simpy.Environment, system: System, load: Load, duration: float,

@@ -18,7 +18,7 @@ from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import (Horizon, ReplicationResult, _usage, backlog, expected_wire_bytes,
+from meshsim.sim.engine import (Horizon, ReplicationResult, _usage, backlog, expected_wire_bytes, in_filed_order,
                                  node_utilization, time_breakdown)
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_native import compiled_loop
@@ -162,11 +162,12 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
     else:
         end = origin + horizon.duration
     window = max(end - origin - warmup, 1e-12)
-    latencies = LAT[:int(load_i[V.L_NLAT]), 0].copy()
+    measured = int(load_i[V.L_NLAT])
+    latencies, filed_at = in_filed_order(LAT[:measured, 0], LAT[:measured, 1])  # copies
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
     started = int(load_i[V.L_IN_WINDOW])
-    growth, answered = backlog(workload.load, LAT[:latencies.size, 1], latencies, origin + warmup,
-                               origin + horizon.duration)  # LAT's second column: the send times (open load)
+    growth, answered = backlog(workload.load, filed_at, latencies, origin + warmup,
+                               origin + horizon.duration)  # filed_at: the send times (open load)
     return ReplicationResult(
         latencies=latencies,
         window=window,
@@ -183,6 +184,7 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
         answered_rps=answered,
         wire_bytes=expected_wire_bytes(system),
         load_start=origin,
+        filed_at=filed_at,
     )
 
 

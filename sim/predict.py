@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -31,8 +31,9 @@ from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
 from meshsim.sim.saturation_search import fell_behind, find_saturation, unstable as _unstable
-from meshsim.sim.stats import (LATENCY_KEYS, MIN_CONTROLLED, Estimate, controlled_interval, latency_summary,
-                               pooled_cdf, t_interval)
+from meshsim.sim.latency_estimates import expected_arrivals, latency_estimates, latency_interval
+from meshsim.sim.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval
+from meshsim.sim.transient_cut import TransientCut, cut_for, start_kept
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
@@ -69,6 +70,7 @@ class Prediction:
     # component -> cores its proxies use with no traffic at all (proxy.idle_cores x instances; in cpu_cores too)
     idle_cores: dict[str, float] = field(default_factory=dict)
     timeseries: TimeSeries | None = None  # latency, rate and CPU per window (a rate profile, or --timeseries)
+    transient: TransientCut | None = None  # what the latencies leave out at each replication's start
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -95,6 +97,7 @@ class Prediction:
             "wire_bytes_per_request": {k: round(v, 2) for k, v in self.wire_bytes.items()},
             "idle_cores": {k: round(v, 6) for k, v in self.idle_cores.items()},
             "timeseries": self.timeseries.to_dict() if self.timeseries is not None else None,
+            "warmup": self.transient.to_dict() if self.transient is not None else None,
             "warnings": list(self.warnings),
             "wall_s": round(self.wall_s, 3),
             "inputs": self.inputs,
@@ -135,8 +138,11 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
             max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
     warmup = settings.warmup_s
     if warmup is None:
-        # fortio reports every call it made, so nothing is cut; open and sequential loads cut 10 % warm-up
-        warmup = 0.0 if isinstance(load, FortioLoad) or profile_length is not None else 0.1 * duration
+        # Measured from the start: the transient is cut after the run (sim/transient_cut.py). A run that keeps its
+        # start as before: fortio reports every call it made and a profile is the run, other loads cut 10 %.
+        keeps_start = start_kept(load, settings) is not None
+        warmup = 0.1 * duration if keeps_start and not isinstance(load, FortioLoad) and profile_length is None \
+            else 0.0
     if warmup >= duration:
         raise FieldError("warmup_s", f"{warmup:g} s must be shorter than the run ({duration:g} s, duration_s)")
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
@@ -163,34 +169,42 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
+    def cut_of(results: list[ReplicationResult]) -> TransientCut:
+        return cut_for(workload.load, settings, horizon.warmup, results)
+
     try:
-        results, limited = _replications(runner, settings, first, processes, started, progress,
-                                         expected_arrivals(workload.load, horizon))
+        results, limited = _replications(runner, settings, (first, processes), started, progress,
+                                         expected_arrivals(workload.load, horizon), cut_of)
     except BaseException:
         runner.close(interrupted=True)  # an interrupt must not wait for the replications running in the workers
         raise
     runner.close()
-    prediction = _summarise(request, horizon, results, started, progress, choice)
+    prediction = _summarise(request, horizon, results, started, progress, choice, cut_of(results))
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
-def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, processes: int, started: float,
-                  progress: Progress | None, expected: float | None) -> tuple[list[ReplicationResult], str]:
-    """Batches of replications until the p99's precision (or the fixed count, or a limit); returns them and the
-    warning when the time limit stopped them. The batches and the rule are the same whether the workers run ahead
-    or not: the results are too."""
+def _replications(runner: ReplicationRunner, settings: RunSettings, counts: tuple[int, int], started: float,
+                  progress: Progress | None, expected: float | None,
+                  cut_of: Callable[[list[ReplicationResult]], TransientCut]) -> tuple[list[ReplicationResult], str]:
+    """Batches of replications (``counts``: the first batch's and the processes') until the p99's precision (or
+    the fixed count, or a limit); returns them and the warning when the time limit stopped them. The batches and the
+    rule are the same whether the workers run ahead or not: the results are too. The p99s are those of the latencies
+    ``cut_of`` the replications so far keeps (a transient cut from them jointly moves with each batch)."""
     target = settings.replications
     results: list[ReplicationResult] = []
-    p99s: list[float] = []  # each replication's p99, in order
-    batch, batch_started = first, started
+    p99s: list[float] = []  # each replication's p99 after the cut, in order
+    (batch, processes), batch_started, cut_before = counts, started, -1
     while True:
         after = settings.max_replications - len(results) - batch
         ahead = min(processes, after) if target is None and settings.precision is not None and after > 0 else 0
         done = runner.batch(len(results), batch, ahead)
         results.extend(done)
-        p99s.extend(latency_summary(r.latencies)["p99"] for r in done)
+        cut = cut_of(results)
+        if cut.requests != cut_before:  # a new cut: every p99 again (most batches leave it where it was)
+            p99s, cut_before = [], cut.requests
+        p99s.extend(latency_summary(cut.kept(r))["p99"] for r in results[len(p99s):])
         now = time.perf_counter()
-        p99 = _interval(p99s, results, expected)
+        p99 = latency_interval("p99", p99s, [cut.kept(r) for r in results], results, expected, cut.steady_state)
         rel = p99.half_width / p99.value if p99.value > 0 and math.isfinite(p99.half_width) else float("nan")
         if progress:
             progress(f"{len(results)} replications, " + (f"p99 {p99.value / MS:.3f} ms +- {rel * 100:.1f} %"
@@ -206,24 +220,6 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, first: int, 
             return results, (f"time limit {settings.time_limit_s:g} s reached after {len(results)} replications: "
                              f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)")
         batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
-
-
-def expected_arrivals(load: Load, horizon: Horizon) -> float | None:
-    """The latency estimates' control variate: the requests a Poisson load starts in the window, whose
-    expectation is its rate times the window. None for the other loads: fortio's and wrk2's schedules fix their
-    count, sequential users' answers set it, and a rate profile is left out (its expectation is the rate's
-    integral)."""
-    if isinstance(load, OpenLoad) and load.profile is None and math.isfinite(load.rps) and load.rps > 0:
-        return load.rps * (horizon.duration - horizon.warmup)
-    return None
-
-
-def _interval(values: list[float], results: list[ReplicationResult], expected: float | None) -> Estimate:
-    """A latency's estimate over the replications: with the arrivals in the window as a control variate when the
-    load is Poisson (a replication that drew more arrivals ran busier; stats.controlled_interval), else plain."""
-    if expected is None:
-        return t_interval(values)
-    return controlled_interval(values, [r.started for r in results], expected)
 
 
 COMPILING = "building the fast engine (first run only: up to four minutes; kept on disk afterwards)"
@@ -277,11 +273,9 @@ def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
 
 
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
-               progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
+               progress: Progress | None, choice: EngineChoice, cut: TransientCut) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
-    per_rep = [latency_summary(r.latencies) for r in results]
-    expected = expected_arrivals(workload.load, horizon)
-    latency = {k: _interval([s[k] for s in per_rep], results, expected).at_least(0.0) for k in LATENCY_KEYS}
+    latency = latency_estimates(results, cut, expected_arrivals(workload.load, horizon))
     achieved = t_interval([r.achieved_rps for r in results]).at_least(0.0)
     components = sorted({c for r in results for c in r.usage})
     cpu = {c: float(np.mean([r.usage[c].cpu_seconds / r.busy_window for r in results if c in r.usage]))
@@ -293,9 +287,9 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     held = {c: float(np.mean([r.usage[c].in_flight / max(r.usage[c].instances, 1) for r in results if c in r.usage]))
             for c in memory}
     bottleneck = max(util, key=util.__getitem__) if util else ""
-    levels, cdf = pooled_cdf([r.latencies for r in results])
+    levels, cdf = pooled_cdf([cut.kept(r) for r in results])
     in_flight = float(np.mean([r.in_flight for r in results]))
-    warnings: list[str] = []
+    warnings: list[str] = [cut.warning()] if cut.warning() else []
     load = workload.load
     behind = bool(results) and fell_behind(results)  # an open load's answers falling behind what it sends
     saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99) or behind
@@ -343,7 +337,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if horizon.series_s and results else None
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started, breakdown, held, wire, idle, series)
+                      time.perf_counter() - started, breakdown, held, wire, idle, series, cut)
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,

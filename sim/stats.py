@@ -87,6 +87,24 @@ def controlled_interval(values: Sequence[float], controls: Sequence[float], expe
     return Estimate(value, value - half, value + half)
 
 
+def sectioned(per_section: Estimate, section_mean: float, pooled: float, sections: int,
+              confidence: float = 0.95) -> Estimate:
+    """A quantile of the pooled output of independent replications (the sections), with the interval of the
+    sectioning method (Asmussen & Glynn 2007, III.5; Nakayama 2014): ``per_section`` is the interval made from the
+    sections' own quantiles (plain or with a control variate), ``section_mean`` their mean. The mean of the
+    sections' quantiles is biased by the sections' length (a short run's quantile falls short of the long-run one
+    where its samples are correlated: M/M/1 at rho 0.8, p99 of 1 s runs 17.6 ms against 23.0 in theory); the pooled
+    quantile is not. Its interval is the sections' one moved onto it and widened by their spread around it:
+    S^2 = sum (q_r - pooled)^2 / (R - 1) = s^2 + R / (R - 1) (mean - pooled)^2."""
+    shift = pooled - section_mean
+    if sections < 2 or not math.isfinite(per_section.half_width):
+        return Estimate(per_section.value + shift, float("nan"), float("nan"))
+    extra = t_quantile(0.5 + confidence / 2, sections - 1) * abs(shift) / math.sqrt(sections - 1)
+    half = math.hypot(per_section.half_width, extra)
+    value = per_section.value + shift
+    return Estimate(value, value - half, value + half)
+
+
 def t_quantile(p: float, df: int) -> float:
     """Student's t quantile for an integer number of degrees of freedom, to machine precision, without scipy (whose
     import is a quarter of a second of every fresh `meshsim predict`): bisection on the angle of the exact finite

@@ -23,8 +23,9 @@ from meshsim.sim.predict import ENGINE
 
 CACHE_ENV = "MESHSIM_CACHE"  # overrides the default cache folder
 # the rows' format, part of a point's key, so that a cached row of another format is not read as this one's
-# (2: active_features; 3: a node can be the bottleneck, and a point is saturated when its answers fall behind)
-ROW_FORMAT = 3
+# (2: active_features; 3: a node can be the bottleneck, and a point is saturated when its answers fall behind;
+# 4: the start-up transient cut by MSER-5 and a steady state's percentiles pooled, sim/transient_cut.py)
+ROW_FORMAT = 4
 
 
 def default_cache_dir() -> Path:

@@ -24,7 +24,8 @@ from bench_variance import default_prediction_case  # this folder is the script'
 
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import expected_arrivals, horizon_for
+from meshsim.sim.latency_estimates import expected_arrivals
+from meshsim.sim.predict import horizon_for
 from meshsim.sim.stats import MIN_CONTROLLED, Estimate, controlled_interval, latency_summary, t_interval
 
 SEED = 3

@@ -47,9 +47,11 @@ def test_slo_parses_units_and_refuses_nonsense() -> None:
 
 def test_capacity_of_an_mm1_station_matches_theory() -> None:
     theory = MU + math.log(1 - 0.90) / 0.010  # p90 <= 10 ms: 769.7 rps
-    capacity = find_capacity(STATION, parse_slo("p90=10ms"), replications=3, processes=2)
+    # 5 seeded bisections: over 3, t = 4.3 left the width bound below to chance (94-166 rps over seeds 7-9, before
+    # and after the start-up transient's cut alike); over 5 it was 31-75
+    capacity = find_capacity(STATION, parse_slo("p90=10ms"), replications=5, processes=2)
     lo, hi = capacity.max_rps_ci95
-    # 3 seeded bisections; 2 % slack for the finite run that starts empty (latency a little low at first)
+    # 2 % slack for the finite run that starts empty (latency a little low at first)
     assert lo - 0.02 * theory <= theory <= hi + 0.02 * theory, capacity.to_dict()
     assert abs(capacity.max_rps - theory) < 0.06 * theory and hi - lo < 0.15 * theory
     assert capacity.binding == "p90" and capacity.bottleneck == "q/app"

@@ -201,8 +201,11 @@ def test_reported_intervals_never_reach_below_zero(monkeypatch) -> None:
     def controlled_reaching_below_zero(values, controls, expected, confidence=0.95):
         return reaching_below_zero(values, confidence)  # a Poisson load's latencies: the control variate's interval
 
-    monkeypatch.setattr(prediction_module, "t_interval", reaching_below_zero)
-    monkeypatch.setattr(prediction_module, "controlled_interval", controlled_reaching_below_zero)
+    from meshsim.sim import latency_estimates
+
+    monkeypatch.setattr(prediction_module, "t_interval", reaching_below_zero)  # the achieved rate's
+    monkeypatch.setattr(latency_estimates, "t_interval", reaching_below_zero)  # the latencies'
+    monkeypatch.setattr(latency_estimates, "controlled_interval", controlled_reaching_below_zero)
     prediction = prediction_module.predict_options(PredictOptions(
         topology="single", mesh="istio", rps=300, duration_s=0.3, replications=2, processes=1, saturation=False))
     assert calls  # the summary went through the interval

@@ -80,8 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--proxy-cpu-limit", type=float, help="CPU limit per proxy in cores (CFS quota)")
     p.add_argument("--duration", type=float, help="simulated seconds per replication (default: the profile's length "
                    "with --profile, else ~5000 requests)")
-    p.add_argument("--warmup", type=float, help="seconds cut at the start (default 10 %% of the run; 0 for fortio and "
-                   "--profile)")
+    p.add_argument("--warmup", type=float, help="seconds cut at the start, the run measured from there (default: the "
+                   "start-up transient found in the replications' output by MSER-5 and cut; with --timeseries 10 %% "
+                   "of the run, 0 for fortio; with --profile 0)")
     p.add_argument("--replications", type=int, help="fixed number of replications (default: until p99 is known "
                    "within --precision)")
     p.add_argument("--min-replications", type=int, metavar="N", help="replications before the precision rule first "

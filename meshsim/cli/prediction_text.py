@@ -25,7 +25,10 @@ def prediction_table(d: dict[str, Any]) -> str:
             + (f" connections={load['connections']}" if "connections" in load else "")
             + (f" threads={load['threads']}" if "threads" in load else ""))
     lines = [head, f"{d['replications']} replications x {inp['duration_s']:.3g} s simulated"
-             f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall", ""]
+             f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall"]
+    if d.get("warmup"):
+        lines.append(warmup_line(d["warmup"]))
+    lines.append("")
     lines.append(f"{'latency':<10}{'ms':>10}   95% CI")
     for key, label in (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"),
                        ("mean", "mean")):
@@ -70,6 +73,16 @@ def prediction_table(d: dict[str, Any]) -> str:
     for w in d["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def warmup_line(cut: dict[str, Any]) -> str:
+    """What the latencies leave out at each replication's start, and by which rule."""
+    if cut["method"] == "MSER-5":
+        return (f"start-up transient: the first {cut['requests_cut_per_replication']} requests of each replication "
+                f"({cut['seconds_cut_per_replication']:.3g} s) cut, found by MSER-5 on the replications' mean latency")
+    if cut["method"] == "fixed":
+        return f"warm-up: the first {cut['seconds_cut_per_replication']:.3g} s of each replication cut ({cut['why']})"
+    return f"warm-up: nothing cut ({cut['why']})"
 
 
 def timeseries_table(series: dict[str, Any]) -> list[str]:
