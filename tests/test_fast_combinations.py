@@ -38,7 +38,8 @@ def combination(number: int) -> PredictOptions:
                          duration_s=2.0)
     if load != "sequential":
         options["rps"] = rng.choice([200.0, 800.0, 2000.0])
-    features = rng.sample(sorted(mesh.features), rng.randint(0, min(2, len(mesh.features))))
+    switchable = sorted(name for name, f in mesh.features.items() if not f.fixed)  # a fixed one cannot go off
+    features = rng.sample(switchable, rng.randint(0, min(2, len(switchable))))
     options["features"] = tuple(f"no-{name}" if mesh.features[name].default else name for name in features)
     if mesh.load_balancer is not None and rng.random() < 0.3:
         options["lb"] = "proxy"

@@ -20,7 +20,7 @@ SHAPE_MIN = 0.05  # gamma / Weibull shape below this: all mass at zero plus a ta
 SIGMA_MAX = 4.0  # lognormal sigma above this: the same degeneracy on a log scale
 SCALE_FACTOR = 10.0  # scale (or lognormal median) more than this many times the data's largest value
 MIN_WEIGHT = 1e-3  # mixture components lighter than this cannot distort the model and are not judged
-MIN_SCALE_S = 1e-9  # a scale or median below a nanosecond: the optimiser ran off to zero (mu -> -inf); a model file
+MIN_SCALE_S = 1e-15  # a scale or median below a femtosecond: the optimiser ran off to zero (mu -> -inf); a model file
 # cannot even hold it (a median that underflows to 0 is refused when read back)
 
 
