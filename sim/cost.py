@@ -202,17 +202,23 @@ def check_horizon(workload: Workload, settings: RunSettings, horizon: Horizon, c
                   max_events: float = DEFAULT_MAX_EVENTS) -> None:
     """A replication must fit the engine's clock and expect at least one request in its measurement window
     (``--rps 1e-300`` or ``--duration 1e-300`` simulate nothing and would report nothing as a result)."""
-    blamed = "duration_s" if settings.duration_s is not None and _default_length_fits(cost, settings, max_events) \
-        and settings.requests_per_replication / cost.rps <= MAX_SIMULATED_S else _rate_field(workload)
+    blamed = _horizon_driver(workload, settings, cost, max_events)
     if horizon.duration > MAX_SIMULATED_S:
         raise FieldError(blamed, f"a replication would last {horizon.duration:.3g} simulated seconds, beyond the "
-                                 f"engine's clock ({MAX_SIMULATED_S:.0e} s: past it, microsecond steps are lost in "
-                                 "the clock's rounding)")
+                                 f"engine's clock ({MAX_SIMULATED_S:.0e} s: far past it, microsecond steps round "
+                                 "away)")
     window = horizon.duration - horizon.warmup
     expected = cost.rps * window
     if not expected >= 1:
         raise FieldError(blamed, f"a replication expects {expected:.3g} requests ({cost.rps:.3g} rps over its "
                                  f"{window:.3g} s measurement window): nothing to measure")
+
+
+def _horizon_driver(workload: Workload, settings: RunSettings, cost: CostEstimate, max_events: float) -> str:
+    """The duration when one was given and the rate's own default length would be fine, else the rate."""
+    rate_fine = _default_length_fits(cost, settings, max_events) and \
+        settings.requests_per_replication / cost.rps <= MAX_SIMULATED_S
+    return "duration_s" if settings.duration_s is not None and rate_fine else _rate_field(workload)
 
 
 def _rate_field(workload: Workload) -> str:
