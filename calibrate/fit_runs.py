@@ -16,6 +16,7 @@ from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
 from meshsim.calibrate.fit.decomposition import Decomposition, decompose
+from meshsim.calibrate.fit.fit_inputs import check_fit_names, check_identified
 from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
@@ -177,6 +178,7 @@ def fit_runs(
     if report_dir is not None:
         check_folder(report_dir, "report")
     batch = load_runs(run_dirs, progress=say)
+    check_fit_names(mesh, batch.runs, default_features, feature_descriptions or {})
     summary = FitSummary(mesh, None, [], errors=list(batch.errors))
     usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, say)
     ref_rps, ref_runs, other_runs = _choose_group(usable)
@@ -188,6 +190,7 @@ def fit_runs(
     extra = load_dependence.baseline_dependence(usable)
     fams = families or candidates()
     decomp = decompose(ref_runs, fams, say)
+    check_identified(decomp, ref_runs)
     replay = load_dependence.wake_runs(usable)
     if other_runs and replay:
         def assemble(with_extra: load_dependence.Extra, with_decomp: Decomposition) -> dict[str, Any]:

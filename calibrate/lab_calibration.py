@@ -236,6 +236,7 @@ def calibrate_lab(
     if fit and model_out is not None:
         check_file(model_out, "model_out", parents=True)
     say = progress or (lambda _msg: None)
+    LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh)  # refused here, not after the baseline
     probes = plan_probes(rates, payloads, duration_s)
     batching = batching_probe and ("single", "sidecar") in tuple(stages)
     bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []

@@ -20,6 +20,9 @@ _ALIASES = {"p99.9": "p999", "median": "p50"}
 _UNITS = {"us": 1e-6, "ms": MS, "s": 1.0, "": MS}  # a bare number is milliseconds
 _LIMIT = re.compile(r"^\s*([0-9.eE+-]+)\s*(us|ms|s|)\s*$")
 SIZE_KINDS = ("replicas", "proxy-cpu", "proxy-workers")
+# An objective above an hour cannot bind a request through a mesh (Envoy's default route timeout is 15 s, and a
+# simulated request past it is a queue growing without bound): a larger limit is a typo or a unit slip.
+MAX_LIMIT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,9 @@ class Slo:
         for key, seconds in self.limits:
             if key not in SLO_KEYS:
                 raise FieldError("slo", f"unknown percentile {key!r} (known: {', '.join(SLO_KEYS)})")
-            if not (math.isfinite(seconds) and seconds > 0):
-                raise FieldError("slo", f"{key}: the limit must be > 0 and finite, got {seconds!r} s")
+            if not (math.isfinite(seconds) and 0 < seconds <= MAX_LIMIT_S):
+                raise FieldError("slo", f"{key}: the limit must be > 0 and at most {MAX_LIMIT_S:g} s, got "
+                                        f"{seconds:g} s")
         if len(set(keys)) != len(keys):
             raise FieldError("slo", f"a percentile appears twice in {keys}")
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 from meshsim.errors import FieldError, ModelError
 from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.topology import Topology, chain_topology, topology_from_data
-from meshsim.yamlio import read_yaml
+from meshsim.yamlio import input_file_problem, read_yaml
 
 _CHAIN = re.compile(r"^chain(\d+)$")
 T = TypeVar("T")
@@ -49,8 +49,9 @@ def _builtin_file(kind: str, name: str) -> Path | None:
 
 def _read_file(ref: str, field: str, from_data: Callable[[Any, str, str], T]) -> T:
     path = Path(ref)
-    if not path.is_file():
-        raise FieldError(field, f"file {ref} does not exist")
+    problem = input_file_problem(path)
+    if problem:
+        raise FieldError(field, f"file {ref} {problem}")
     data, digest = read_yaml(path)
     return from_data(data, str(path), digest)
 
@@ -60,11 +61,19 @@ def _read_builtin(path: Path, kind: str, from_data: Callable[[Any, str, str], T]
     return from_data(data, f"models/{kind}/{path.name}", digest)
 
 
+def _named(ref: str | Path, field: str) -> str:
+    """The name or path as text; an empty one is refused (not read as "no choice")."""
+    text = str(ref)
+    if not text.strip():
+        raise FieldError(field, "empty: give a built-in name or a FILE.yaml")
+    return text
+
+
 def load_topology(ref: str | Path | Topology) -> Topology:
     """A built-in name (``chain3``, ``chain7``, ``bookinfo``...) or a YAML file path."""
     if isinstance(ref, Topology):
         return ref
-    ref = str(ref)
+    ref = _named(ref, "topology")
     if _looks_like_path(ref):
         return _read_file(ref, "topology", topology_from_data)
     path = _builtin_file("topologies", ref)
@@ -80,7 +89,7 @@ def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
     """A built-in mesh name (``istio``, ``linkerd``...) or a mesh model YAML file path."""
     if isinstance(ref, MeshModel):
         return ref
-    ref = str(ref)
+    ref = _named(ref, "mesh")
     if _looks_like_path(ref):
         return _read_file(ref, "mesh", mesh_from_data)
     path = _builtin_file("meshes", ref)

@@ -19,6 +19,19 @@ class MeshsimError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickling (a process pool's worker sends its exception back to the parent) rebuilds an exception from
+        # ``self.args``, which is only the message: a subclass whose constructor takes more (FieldError's field and
+        # problem) would fail there with a TypeError and break the pool. Rebuild from the attributes instead.
+        return _rebuilt, (type(self), self.message, dict(self.__dict__))
+
+
+def _rebuilt(cls: type[MeshsimError], message: str, state: dict[str, object]) -> MeshsimError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
 
 class FieldError(MeshsimError):
     """A user error in one named option (``rps``, ``think_ms``, ...).

@@ -99,9 +99,10 @@ class FactorialDesign:
     def label(self, cell: tuple[int, ...]) -> str:
         return ", ".join(f"{f.name}={f.describe(s)}" for f, s in zip(self.factors, cell))
 
-    def validate(self, base: PredictOptions) -> None:
+    def validate(self, base: PredictOptions, check: Callable[[PredictOptions], Any] = build_request) -> None:
         """The design's own values, factors that clash with each other or with a fixed option, then every cell
-        (an error of a cell names the cell and goes to ``factors``; an error of a fixed option keeps its field)."""
+        through ``check`` (the request builder; the engine adds its cost check): an error of a cell names the cell
+        and goes to ``factors``, an error of a fixed option keeps its field."""
         if not 1 <= len(self.factors) <= MAX_FACTORS:
             raise FieldError("factors", f"name 1 to {MAX_FACTORS} factors, got {len(self.factors)}")
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or \
@@ -113,10 +114,11 @@ class FactorialDesign:
         if not 0 < self.confidence < 1:
             raise FieldError("confidence", f"a fraction in (0, 1), got {self.confidence}")
         self._check_clashes(base)
+        self._check_features_act(base)
         for cell in self.cells():
             options = self.options_for(base, cell)
             try:
-                build_request(options)
+                check(options)
             except FieldError as exc:
                 if exc.field in {f.field for f in self.factors}:
                     raise FieldError("factors", f"cell {self.label(cell)}: {exc.field}: {exc.problem}") from None
@@ -137,6 +139,15 @@ class FactorialDesign:
             elif getattr(base, f.field) != _DEFAULTS[f.field]:
                 raise FieldError("factors", f"{f.name} is a factor, so it cannot also be fixed as {f.field} = "
                                             f"{getattr(base, f.field)!r}")
+
+    def _check_features_act(self, base: PredictOptions) -> None:
+        """A feature factor needs a proxy in some cell: with none anywhere (``--scope none``, a mesh without
+        proxies) its effect is 0 by construction and the analysis would share out noise as its variation."""
+        features = [f.name for f in self.factors if f.field == FEATURES]
+        if features and not any(_has_proxies(self.options_for(base, cell)) for cell in self.cells()):
+            raise FieldError("factors", f"{', '.join(features)}: no cell of the design has a proxy for it to act "
+                                        "on (scope none, or a mesh without proxies): its effect would be 0 by "
+                                        "construction")
 
     def options_for(self, base: PredictOptions, cell: tuple[int, ...]) -> PredictOptions:
         """The base options with every factor at the cell's level. In a cell without proxies (scope none, or a

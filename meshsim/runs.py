@@ -18,7 +18,7 @@ import yaml
 
 from meshsim.errors import ModelError
 from meshsim.outputs import write_folder_with
-from meshsim.yamlio import parse_yaml_text
+from meshsim.yamlio import input_file_problem, parse_yaml_text
 
 SCHEMA = "meshsim/run/v1"
 PATH_MODES = ("baseline", "server-sidecar", "both-sidecars", "proxy-lb", "client-lb")
@@ -203,6 +203,9 @@ def read_manifest(folder_or_file: str | Path) -> RunManifest:
     if path.is_dir():
         path = path / MANIFEST
     where = str(path)
+    problem = input_file_problem(path)
+    if problem:
+        raise ModelError(f"{where}: {problem}")
     try:
         if path.stat().st_size > MAX_MANIFEST_BYTES:
             raise ModelError(f"{where}: larger than {MAX_MANIFEST_BYTES} bytes: not a run manifest")

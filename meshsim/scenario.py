@@ -34,6 +34,7 @@ class Scenario:
 def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """Defaults of the mesh plus ``requested``; ``no-NAME`` turns a default off. Unknown names are errors."""
     active = {name for name, f in mesh.features.items() if f.default}
+    said: dict[str, str] = {}  # feature -> how it was asked for: each feature once, on or off, never both
     for raw in requested:
         name = raw.strip()
         if not name:
@@ -43,6 +44,10 @@ def resolve_features(mesh: MeshModel, requested: tuple[str, ...] | list[str]) ->
         if base not in mesh.features:
             known = ", ".join(sorted(mesh.features)) or "none"
             raise FieldError("features", f"mesh {mesh.name!r} has no feature {base!r} (known: {known})")
+        if base in said:
+            clash = "turned on and off" if said[base] != name else "named twice"
+            raise FieldError("features", f"{said[base]} and {name}: {base} is {clash} (name each feature once)")
+        said[base] = name
         if off and mesh.features[base].fixed:
             raise FieldError("features", f"{name}: mesh {mesh.name!r} has {base} in its fitted passes (every run it "
                                          f"was fitted from had {base} on), so a prediction without it is not possible")

@@ -37,7 +37,9 @@ def parse_rps_range(text: str) -> tuple[float, ...]:
     if count == 1:
         return (lo,)
     step = (hi - lo) / (count - 1)
-    return tuple(round(lo + i * step, 6) for i in range(count))
+    # six decimals keep float noise (100.00000000000001) out of the cache keys; a rate under a millionth would
+    # round to 0 and is kept as given (the points' check then says why it measures nothing)
+    return tuple(round(r, 6) if r >= 1e-6 else r for r in (lo + i * step for i in range(count)))
 
 
 def parse_feature_sets(text: str) -> tuple[tuple[str, ...], ...]:
@@ -120,7 +122,7 @@ class SweepGrid:
                  rps: float) -> PredictOptions:
         return self.base.with_changes(topology=topology, mesh=mesh, features=tuple(self.base.features) + features,
                                       lb=lb, load=load, rps=rps, precision=None, saturation=False, processes=1,
-                                      replications=self.base.replications or 2)
+                                      replications=2 if self.base.replications is None else self.base.replications)
 
 
 _FIELD = {"topologies": "topology", "meshes": "mesh", "rps": "rps", "feature_sets": "features", "lbs": "lb",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -105,8 +107,25 @@ def parse_yaml_text(text: str, where: str) -> Any:
         raise ModelError(f"{where}: invalid YAML (nested too deeply)") from None
 
 
+def input_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as an input file, said after its name ("is a directory"), or None for a regular
+    file. A device or a pipe is refused before it is opened: reading /dev/zero never ends."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:  # ELOOP: a symlink loop; ENOTDIR: a file where the path needs a folder; EACCES
+        return "is a symlink loop" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    return None if stat.S_ISREG(mode) else "is not a regular file (a device, a pipe or a socket)"
+
+
 def read_yaml(path: Path) -> tuple[Any, str]:
     """Return (parsed document, sha256 of the bytes) of a model file."""
+    problem = input_file_problem(path)
+    if problem:
+        raise ModelError(f"{path}: {problem}")
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -31,7 +31,8 @@ from meshsim.interrupts import interrupts_deferred
 from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import Prediction, load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.predict import (Prediction, check_request, load_compiled_engine, predict_options,
+                                 uses_compiled_engine)
 from meshsim.sim.replication_runs import stop_workers
 from meshsim.sim.stats import t_interval
 
@@ -155,18 +156,25 @@ class CapacityInterrupted(KeyboardInterrupt):
         self.done = tuple(done)
 
 
+def check_counts(replications: int, processes: int) -> None:
+    """The bisections' count (an interval needs two) and the processes that run them."""
+    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
+        raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications!r}")
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
+
+
 def find_capacity(options: PredictOptions, slo: Slo, replications: int = 3, processes: int = 1,
                   progress: Progress | None = None, tolerance: float = TOLERANCE) -> Capacity:
     """The highest offered rate meeting ``slo``, with its 95 % CI over ``replications`` independent bisections.
 
     An interrupt stops the bisections (and their workers) and raises :class:`CapacityInterrupted` with the
     crossings already found."""
-    if isinstance(replications, bool) or not isinstance(replications, int) or replications < 2:
-        raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications!r}")
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
+    check_counts(replications, processes)
     base = options.with_changes(rps=options.rps or LIGHT_RPS)
-    if uses_compiled_engine([build_request(base)]):  # build_request refuses bad options before any probe
+    request = build_request(base.with_changes(replications=1, precision=None, saturation=False, processes=1))
+    check_request(request)  # what a probe would refuse is refused before any probe, as predict refuses it
+    if uses_compiled_engine([request]):
         load_compiled_engine(progress)  # once, here: the bisection workers fork with it loaded
     jobs = [(base, slo, seed, tolerance) for seed in replication_seeds(options.seed, replications)]
     finished: list[Crossing] = []

@@ -25,8 +25,9 @@ from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import FieldError
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, find_capacity
-from meshsim.sim.predict import NODE_PREFIX, load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, check_counts, find_capacity
+from meshsim.sim.predict import (NODE_PREFIX, check_request, load_compiled_engine, predict_options,
+                                 uses_compiled_engine)
 
 Replicas = dict[str, int]
 
@@ -187,9 +188,16 @@ def find_size(options: PredictOptions, slo: Slo, question: SizingQuestion, repli
     """The smallest size meeting ``slo`` at ``question.target_rps``, and the capacity at that size.
 
     An interrupt raises :class:`CapacityInterrupted` with the sizes judged so far."""
+    check_counts(replications, processes)
     if question.kind != "replicas":
         with_proxy_size(options, question.kind, 1)  # refuse a size the mesh has no place for before simulating
-    if uses_compiled_engine([build_request(options.with_changes(rps=question.target_rps))]):
+    at_target = build_request(options.with_changes(rps=question.target_rps, precision=None,
+                                                   replications=replications, saturation=False))
+    try:
+        check_request(at_target)  # the target rate's own cost, refused before any size is judged
+    except FieldError as exc:
+        raise FieldError("target_rps" if exc.field == "rps" else exc.field, exc.problem) from None
+    if uses_compiled_engine([at_target]):
         load_compiled_engine(progress)  # said and done once, before the first size is judged
     trials = Trials(options, slo, question, replications, progress)
     try:

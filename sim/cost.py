@@ -26,6 +26,9 @@ from meshsim.sim.engine import Horizon
 DEFAULT_MAX_EVENTS = 5e7
 # Memory the simulated system may take before it is refused (a laptop's spare memory, not the machine's).
 DEFAULT_MAX_MEMORY_MB = 2048.0
+# The simulated clock is a float64 of seconds: at 1e7 s (116 days) its spacing is 1.9e-9 s, three orders of
+# magnitude below the shortest modelled step (a proxy pass's microseconds); far past it such steps round away.
+MAX_SIMULATED_S = 1e7
 # Default wall-clock limit after which no further replications are started (the CI reached is reported).
 DEFAULT_TIME_LIMIT_S = 60.0
 # Rough per-object sizes in the engine (upper-bound guesses for Python objects, not measured: the memory estimate only
@@ -56,9 +59,9 @@ class CostEstimate:
     memory_mb: float
 
     def summary(self) -> str:
+        memory = f"{self.memory_mb:.0f}" if self.memory_mb < 1e6 else f"{self.memory_mb:.3g}"
         return (f"{self.events:.3g} station visits ({self.visits_per_request:.0f} per request x "
-                f"{self.requests_per_replication:.3g} requests x {self.replications} replications), "
-                f"~{self.memory_mb:.0f} MB")
+                f"{self.requests_per_replication:.3g} requests x {self.replications} replications), ~{memory} MB")
 
 
 def path_cost(scenario: Scenario) -> PathCost:
@@ -154,7 +157,8 @@ def estimate(scenario: Scenario, workload: Workload, settings: RunSettings, hori
                         stations, processes, memory_mb)
 
 
-def _driver(scenario: Scenario, workload: Workload, settings: RunSettings, cost: CostEstimate) -> str:
+def _driver(scenario: Scenario, workload: Workload, settings: RunSettings, cost: CostEstimate,
+            max_events: float) -> str:
     """The option most responsible for the cost, so that the error names what to change."""
     load = workload.load
     if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.processes * KB_PER_PROCESS / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
@@ -165,11 +169,18 @@ def _driver(scenario: Scenario, workload: Workload, settings: RunSettings, cost:
         return "replications"
     if isinstance(load, SequentialLoad):
         return "connections"
-    if settings.duration_s is not None and settings.duration_s * cost.rps > 10 * settings.requests_per_replication:
-        return "duration_s"
+    if settings.duration_s is not None and _default_length_fits(cost, settings, max_events):
+        return "duration_s"  # the run's default length would fit: the duration asked for is what costs
     if isinstance(load, OpenLoad) and load.profile is not None:
         return "profile"
     return "rps"
+
+
+def _default_length_fits(cost: CostEstimate, settings: RunSettings, max_events: float) -> bool:
+    """Whether this rate fits the budget at the default length (requests_per_replication, at least 1 s)."""
+    requests = max(settings.requests_per_replication, cost.rps)
+    return (cost.visits_per_request * requests * cost.replications <= max_events
+            and requests * cost.replications * BYTES_PER_SAMPLE / 2**20 <= DEFAULT_MAX_MEMORY_MB)
 
 
 def check_budget(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
@@ -178,12 +189,43 @@ def check_budget(scenario: Scenario, workload: Workload, settings: RunSettings, 
     """The estimate, or one FieldError naming the option that drives a cost above the budget."""
     cost = estimate(scenario, workload, settings, horizon)
     if cost.events > max_events or cost.memory_mb > max_memory_mb:
-        field = _driver(scenario, workload, settings, cost)
+        field = _driver(scenario, workload, settings, cost, max_events)
         limit = (f"the budget of {max_events:.3g} events (max_events)" if cost.events > max_events
                  else f"{max_memory_mb:.0f} MB of memory")
         raise FieldError(field, f"this run would take {cost.summary()}, above {limit}; lower it or raise the "
                                 "budget")
+    check_horizon(workload, settings, horizon, cost, max_events)
     return cost
+
+
+def check_horizon(workload: Workload, settings: RunSettings, horizon: Horizon, cost: CostEstimate,
+                  max_events: float = DEFAULT_MAX_EVENTS) -> None:
+    """A replication must fit the engine's clock and expect at least one request in its measurement window
+    (``--rps 1e-300`` or ``--duration 1e-300`` simulate nothing and would report nothing as a result)."""
+    blamed = _horizon_driver(workload, settings, cost, max_events)
+    if horizon.duration > MAX_SIMULATED_S:
+        raise FieldError(blamed, f"a replication would last {horizon.duration:.3g} simulated seconds, beyond the "
+                                 f"engine's clock ({MAX_SIMULATED_S:.0e} s: far past it, microsecond steps round "
+                                 "away)")
+    window = horizon.duration - horizon.warmup
+    expected = cost.rps * window
+    if not expected >= 1:
+        raise FieldError(blamed, f"a replication expects {expected:.3g} requests ({cost.rps:.3g} rps over its "
+                                 f"{window:.3g} s measurement window): nothing to measure")
+
+
+def _horizon_driver(workload: Workload, settings: RunSettings, cost: CostEstimate, max_events: float) -> str:
+    """The duration when one was given and the rate's own default length would be fine, else the rate."""
+    rate_fine = _default_length_fits(cost, settings, max_events) and \
+        settings.requests_per_replication / cost.rps <= MAX_SIMULATED_S
+    return "duration_s" if settings.duration_s is not None and rate_fine else _rate_field(workload)
+
+
+def _rate_field(workload: Workload) -> str:
+    load = workload.load
+    if isinstance(load, SequentialLoad):
+        return "think_ms"
+    return "profile" if isinstance(load, OpenLoad) and load.profile is not None else "rps"
 
 
 def time_left_for_another_batch(elapsed_s: float, last_batch_s: float, time_limit_s: float | None) -> bool:

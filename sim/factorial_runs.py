@@ -23,8 +23,8 @@ from meshsim.factorial_analysis import VALUE, FactorialAnalysis, factorial_effec
 from meshsim.factorial_design import FEATURES, FactorialDesign, parse_factor
 from meshsim.parent_death import Parent, die_with_parent
 from meshsim.progress import Progress
-from meshsim.request import PredictOptions
-from meshsim.sim.predict import Prediction, predict_options
+from meshsim.request import PredictOptions, build_request
+from meshsim.sim.predict import Prediction, check_request, predict_options
 
 
 @dataclass(frozen=True)
@@ -63,14 +63,13 @@ def run_factorial(design: FactorialDesign, base: PredictOptions, progress: Progr
                   processes: int = 1) -> FactorialRun:
     """Validate the design against ``base`` (FieldError naming the factor or option), run its 2^k r simulations
     (``processes`` in parallel), analyse them."""
-    design.validate(base)
+    design.validate(base, lambda options: check_request(build_request(_one_replication(options, options.seed))))
     jobs = []
     for index, cell in enumerate(design.cells()):
         options = design.options_for(base, cell)
         for rep in range(design.replications):
             seed = int(np.random.SeedSequence([base.seed, index, rep]).generate_state(1)[0])
-            jobs.append(options.with_changes(seed=seed, replications=1, precision=None, saturation=False,
-                                             processes=1))
+            jobs.append(_one_replication(options, seed))
     values = _run_all(jobs, design.metric, processes, progress)
     rows = [{**dict(zip(design.names, cell)), "replication": rep, "seed": job.seed, VALUE: value}
             for (cell, rep), job, value in zip(((c, r) for c in design.cells() for r in range(design.replications)),
@@ -83,6 +82,11 @@ def run_factorial(design: FactorialDesign, base: PredictOptions, progress: Progr
                                        f"window, so {design.metric} is unknown; give a longer run")
     return FactorialRun(design, frame, factorial_effects(frame, design.names, design.confidence),
                         _notes(design, base))
+
+
+def _one_replication(options: PredictOptions, seed: int) -> PredictOptions:
+    """One observation of a cell: one replication with its own seed, no saturation search."""
+    return options.with_changes(seed=seed, replications=1, precision=None, saturation=False, processes=1)
 
 
 def _run_all(jobs: list[PredictOptions], metric: str, processes: int, progress: Progress | None) -> list[float]:

@@ -26,7 +26,7 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim.cost import check_budget, time_left_for_another_batch
+from meshsim.sim.cost import CostEstimate, check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
@@ -148,13 +148,21 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
 
 
+def check_request(request: PredictRequest) -> tuple[Horizon, CostEstimate]:
+    """Everything :func:`run_prediction` refuses before it simulates (settings, warm-up, cost budget, a run that
+    measures nothing), as FieldErrors naming the option: sweeps, capacity searches and factorial designs call it
+    for their points before any worker starts."""
+    settings = request.settings
+    settings.validate()
+    horizon = horizon_for(request.workload.load, settings)
+    return horizon, check_budget(request.scenario, request.workload, settings, horizon, settings.max_events)
+
+
 def run_prediction(request: PredictRequest, progress: Progress | None = None) -> Prediction:
     """Run replications of the request until its precision target (or fixed count), then summarise."""
     scenario, workload, settings = request.scenario, request.workload, request.settings
-    settings.validate()
     started = time.perf_counter()
-    horizon = horizon_for(workload.load, settings)
-    cost = check_budget(scenario, workload, settings, horizon, settings.max_events)
+    horizon, cost = check_request(request)
     choice = choose_engine(settings.engine, scenario, workload, series=bool(horizon.series_s))
     if progress and choice.fallback:
         progress(choice.fallback)

@@ -36,7 +36,7 @@ from meshsim.outputs import OutputError, check_file, check_folder, write_file_wi
 from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import load_compiled_engine, predict_options, uses_compiled_engine
+from meshsim.sim.predict import check_request, load_compiled_engine, predict_options, uses_compiled_engine
 from meshsim.sim.replication_runs import stop_workers
 from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import NO_FEATURES, SweepGrid, SweepPoint
@@ -96,12 +96,25 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
     grid.validate()
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise FieldError("processes", f"must be a whole number >= 1, got {processes!r}")
+    points = grid.points()
+    check_points(points)
     client = connect_scheduler(scheduler) if scheduler else None  # an unreachable one is refused before any work
     try:
-        return _sweep_points(grid.points(), writer, html, cache_dir, client, processes, on_point, progress)
+        return _sweep_points(points, writer, html, cache_dir, client, processes, on_point, progress)
     finally:
         if client is not None:
             client.close()
+
+
+def check_points(points: list[SweepPoint]) -> None:
+    """Refuse, before any worker starts, every point that predict would refuse (its request, its cost, a run that
+    measures nothing): the FieldError names the option and the point."""
+    for point in points:
+        try:
+            check_request(build_request(point.options))
+        except FieldError as exc:
+            where = " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in point.key_columns().values())
+            raise FieldError(exc.field, f"at point {where} rps: {exc.problem}") from None
 
 
 def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], None] | None,

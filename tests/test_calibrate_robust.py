@@ -49,7 +49,8 @@ def _write(root: Path, rid: str, path: str, rps: float, samples: np.ndarray,
         id=rid, source="lab", provenance="synthetic: test_calibrate_robust.py", when="2026-11-22T00:00:00Z",
         where={}, setup=Setup(mesh="envoy", path=path, topology=topology, proxy_workers=2),
         load=LoadSettings(rps=rps, connections=connections, duration_s=N / rps), cpu_seconds=cpu or {})
-    write_run(root / rid, manifest, result_json(samples, 1e-5, requested_rps=rps, actual_rps=rps, labels=rid))
+    write_run(root / rid, manifest, result_json(samples, 1e-5, requested_rps=rps, actual_rps=rps, labels=rid,
+                                                connections=connections))
 
 
 def _sum(*dists) -> np.ndarray:

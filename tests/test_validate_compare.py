@@ -167,7 +167,7 @@ def test_saturated_run_is_validated_and_marked(tmp_path: Path) -> None:
     manifest = yaml.safe_load((RUNS / "istio-1.2.0-c1-qps1000-baseline" / "manifest.yaml").read_text())
     manifest.update(id="synthetic-saturated", provenance="synthetic: gamma latencies written in fortio's format by "
                     "meshsim.calibrate.measure.fortio_histogram.result_json (test data)")
-    manifest["load"].update(rps=500.0, duration_s=24.0)
+    manifest["load"].update(rps=500.0, duration_s=24.0, resolution_s=1e-5)  # the result's own (physical_sense)
     (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     v = validate_runs(REPO / "models" / "meshes" / "istio.yaml", [folder], **FAST)
     (c,) = v.comparisons

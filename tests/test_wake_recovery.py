@@ -67,8 +67,9 @@ def _simulated_runs(root: Path) -> None:
             setup=Setup(mesh="truth", path=path, proxy_workers=2),
             load=LoadSettings(rps=float(rps), connections=connections, duration_s=DURATION_S, resolution_s=1e-5),
             cpu_seconds={k: v * DURATION_S for k, v in pred["cpu_cores"].items() if k.endswith("/sidecar")})
-        write_run(root / "runs" / run_id, manifest, result_json(samples, 1e-5, requested_rps=rps,
-                                                                actual_rps=pred["achieved_rps"], labels=path))
+        write_run(root / "runs" / run_id, manifest, result_json(samples, 1e-5, requested_rps=rps, labels=path,
+                                                                actual_rps=pred["achieved_rps"],
+                                                                connections=connections))
 
 
 def test_the_wake_up_is_recovered_from_runs_on_a_busy_host(tmp_path: Path) -> None:

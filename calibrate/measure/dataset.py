@@ -6,14 +6,17 @@ its file; the other runs of the batch still load. Saturated and failed runs load
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from meshsim.calibrate.measure.fortio_result import FortioResult, read_result
+from meshsim.calibrate.measure.physical_sense import check_physical_sense
 from meshsim.calibrate.measure.quality import Quality, assess, worst
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.runs import RunManifest, read_manifest
+from meshsim.yamlio import input_file_problem
 from meshsim.progress import Progress
 
 
@@ -66,20 +69,31 @@ def access_log_path(folder: Path, files: Mapping[str, str]) -> Path | None:
 def _inside(folder: Path, key: str, name: str) -> Path:
     """``folder / name``, refused when it resolves outside the run folder (``..``, absolute paths, symlinks)."""
     path = folder / name
-    if not path.resolve().is_relative_to(folder.resolve()):
+    if not _resolved(path).is_relative_to(_resolved(folder)):
         raise ModelError(f"{folder / 'manifest.yaml'}: files.{key}: {name!r} points outside the run folder")
     return path
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python raises RuntimeError for a symlink loop
+        raise ModelError(f"{path}: is a symlink loop") from None
 
 
 def load_run(folder: str | Path) -> Run:
     """Load and check one run folder; raises MeshsimError naming the offending file."""
     folder = Path(folder)
     if not folder.is_dir():
+        problem = input_file_problem(folder)
+        if problem in ("does not exist", "is a symlink loop"):
+            raise ModelError(f"{folder}: {problem}")
         raise ModelError(f"{folder}: not a run folder (expected a directory with manifest.yaml)")
     manifest = read_manifest(folder)
     files = dict(manifest.files)
     result_path = _inside(folder, "result", files.get("result", "fortio.json"))
     result = read_result(result_path, access_log_path(folder, files))
+    check_physical_sense(result, manifest, str(folder / "manifest.yaml"))
     return Run(folder, manifest, result, assess(result))
 
 
@@ -90,10 +104,12 @@ class Batch:
 
 
 def load_runs(folders: Iterable[str | Path], progress: Progress | None = None) -> Batch:
-    """Load every folder; a folder holding run folders (no manifest) is searched one level down."""
+    """Load every folder; a folder holding run folders (no manifest) is searched one level down. A run given
+    twice (the same folder spelt two ways, through a symlink, inside a folder also given, or a copy with the same
+    run id) is refused: it would count twice."""
     runs: list[Run] = []
     errors: list[str] = []
-    for folder in _expand(folders):
+    for folder in distinct_folders(_expand(folders)):
         try:
             run = load_run(folder)
         except MeshsimError as exc:
@@ -105,7 +121,31 @@ def load_runs(folders: Iterable[str | Path], progress: Progress | None = None) -
         if progress:
             flag = "" if run.status == "ok" else f" [{run.status.upper()}: {'; '.join(run.quality.reasons)}]"
             progress(f"loaded {run.id} ({run.manifest.setup.path}, n={run.result.count}){flag}")
+    refuse_same_ids(runs)
     return Batch(tuple(runs), tuple(errors))
+
+
+def distinct_folders(folders: list[Path]) -> list[Path]:
+    """The folders, refused when two of them are one folder on disk."""
+    seen: dict[str, Path] = {}
+    for folder in folders:
+        real = os.path.realpath(folder)
+        if real in seen:
+            twice = f"{folder} is given twice" if seen[real] == folder else \
+                f"{seen[real]} and {folder} are the same run folder"
+            raise ModelError(f"RUN_DIR: {twice}: each run counts once")
+        seen[real] = folder
+    return folders
+
+
+def refuse_same_ids(runs: Sequence[Run]) -> None:
+    """Two runs with one id are one run twice (a copied folder): refused, it would count twice."""
+    first: dict[str, Run] = {}
+    for run in runs:
+        if run.id in first:
+            raise ModelError(f"RUN_DIR: run id {run.id!r} is in {first[run.id].folder} and in {run.folder}: the "
+                             "same run twice (a copy?); each run counts once")
+        first[run.id] = run
 
 
 def _expand(folders: Iterable[str | Path]) -> list[Path]:

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from meshsim.errors import ModelError
+from meshsim.yamlio import input_file_problem
 
 # Keys without which a result cannot say how it was made (present in fortio 1.3.1 and 1.6x alike).
 PROVENANCE_KEYS = ("Labels", "StartTime", "RequestedQPS", "ActualQPS", "NumThreads", "URL", "Version", "RetCodes")
@@ -268,6 +269,9 @@ def _log_entry(line: str, where: str, i: int) -> tuple[float, bool]:
 def read_result(path: str | Path, access_log: str | Path | None = None) -> FortioResult:
     """Read a fortio result JSON file (and its access log when given)."""
     where = str(path)
+    problem = input_file_problem(Path(path))
+    if problem:
+        raise _fail(where, problem)
     try:
         if Path(path).stat().st_size > MAX_RESULT_BYTES:
             raise _fail(where, f"larger than {MAX_RESULT_BYTES} bytes: not a fortio result")

@@ -18,12 +18,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from meshsim.calibrate.measure.dataset import Run, load_run
+from meshsim.calibrate.measure.dataset import Run, distinct_folders, load_run, refuse_same_ids
 from meshsim.calibrate.fit.model_file import read_model
 from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import FieldError, MeshsimError, ModelError
 from meshsim.topology import Topology
+from meshsim.yamlio import input_file_problem
 
 from meshsim.calibrate.validation.replay import CannotReplay, replay
 from meshsim.progress import Progress
@@ -206,34 +207,40 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
 
 def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:
     runs = []
-    for folder in run_dirs:
-        path = Path(folder)
-        if not path.exists():
-            raise MeshsimError(f"RUN_DIR {folder}: does not exist")
-        subs = [path] if (path / "manifest.yaml").exists() else sorted(
-            p for p in path.iterdir() if p.is_dir() and (p / "manifest.yaml").exists()) if path.is_dir() else []
-        if not subs:
-            raise MeshsimError(f"RUN_DIR {folder}: not a run folder (no manifest.yaml in it or one level below)")
-        for sub in subs:
-            try:
-                run = load_run(sub)
-            except MeshsimError as exc:
-                skipped.append(f"{sub}: unreadable: {exc}")
-                progress(f"skipped {sub}: {exc}")
-                continue
-            if run.status == "failed":
-                why = "; ".join(run.quality.reasons) or "manifest status failed"
-                skipped.append(f"{run.id}: failed run, not validated ({why})")
-                progress(f"skipped {run.id}: failed ({why})")
-                continue
-            runs.append(run)
+    for sub in distinct_folders([sub for folder in run_dirs for sub in _run_folders(folder)]):
+        try:
+            run = load_run(sub)
+        except MeshsimError as exc:
+            skipped.append(f"{sub}: unreadable: {exc}")
+            progress(f"skipped {sub}: {exc}")
+            continue
+        if run.status == "failed":
+            why = "; ".join(run.quality.reasons) or "manifest status failed"
+            skipped.append(f"{run.id}: failed run, not validated ({why})")
+            progress(f"skipped {run.id}: failed ({why})")
+            continue
+        runs.append(run)
+    refuse_same_ids(runs)
     return runs
+
+
+def _run_folders(folder: str | Path) -> list[Path]:
+    """A run folder, or the run folders one level below it."""
+    path = Path(folder)
+    if not path.exists():
+        raise MeshsimError(f"RUN_DIR {folder}: does not exist")
+    subs = [path] if (path / "manifest.yaml").exists() else sorted(
+        p for p in path.iterdir() if p.is_dir() and (p / "manifest.yaml").exists()) if path.is_dir() else []
+    if not subs:
+        raise MeshsimError(f"RUN_DIR {folder}: not a run folder (no manifest.yaml in it or one level below)")
+    return subs
 
 
 def _model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
     path = Path(model)
-    if not path.is_file():
-        raise FieldError("model", f"file {model} does not exist")
+    problem = input_file_problem(path)
+    if problem:
+        raise FieldError("model", f"file {model} {problem}")
     load_mesh(path)  # the simulator's own validation: one line naming the file and key
     data = read_model(path)
     return path, data, str(data.get("name", path.stem))

@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_kube_calibrate(args)
     from meshsim.calibrate.lab_calibration import calibrate_lab
-    from meshsim.cli.lab_command import lab_calibrate_kwargs
+    from meshsim.cli.lab_command import LAB_CALIBRATE_FLAGS, lab_calibrate_kwargs
+
+    args.flag_overrides = LAB_CALIBRATE_FLAGS  # the lab's fields are said as calibrate's --lab-* flags
 
     args.flag_overrides = {"out": "--lab-out", "state_dir": "--lab-state-dir"}  # the library's fields, said as --lab-*
     mesh = args.mesh or "envoy-lab"

@@ -164,6 +164,12 @@ def handle_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# the lab's fields as `meshsim calibrate --lab` spells them (lab run says --duration, calibrate --lab-duration)
+LAB_CALIBRATE_FLAGS = {"duration_s": "--lab-duration", "rates": "--lab-rates", "rps": "--lab-rates",
+                       "payloads": "--lab-payloads", "payload_bytes": "--lab-payloads", "workers": "--lab-workers",
+                       "out": "--lab-out", "state_dir": "--lab-state-dir"}
+
+
 def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     """Options of `meshsim calibrate --lab` (all prefixed --lab-)."""
     from meshsim.calibrate.lab_calibration import LADDER_RATES

@@ -9,7 +9,7 @@ from typing import Any
 
 from meshsim.catalog import list_meshes, list_topologies
 from meshsim.cli.flags import comma_list
-from meshsim.errors import FieldError
+from meshsim.errors import FieldError, MeshsimError
 from meshsim.outputs import check_file, print_result, write_file
 
 from meshsim.request import DEFAULT_CONNECTIONS, DEFAULT_THINK_MS, DEFAULT_THREADS, PredictOptions
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "and the saturation rate. --rps is required with the open and fortio loads.")
     p.add_argument("--topology", default="chain3", help=f"built-in name ({TOPOLOGIES_HELP}) or a topology FILE.yaml "
                    "(default chain3)")
-    p.add_argument("--mesh", default="istio", help=f"built-in mesh: {MESHES_HELP} (default istio)")
+    p.add_argument("--mesh", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--mesh-model", help="a mesh model FILE.yaml (instead of --mesh)")
     p.add_argument("--rps", type=float, help="offered rate, requests per second (required for the open and fortio "
                    "loads, unless --profile sets it; not with --load sequential)")
@@ -110,9 +110,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=run)
 
 
+def chosen_mesh(args: argparse.Namespace) -> str:
+    """--mesh NAME or --mesh-model FILE (default istio); both at once is a contradiction, refused."""
+    if args.mesh is not None and args.mesh_model is not None:
+        raise MeshsimError(f"--mesh-model: give either --mesh {args.mesh} or --mesh-model {args.mesh_model}, not "
+                           "both (they name two mesh models)")
+    return args.mesh_model if args.mesh_model is not None else args.mesh if args.mesh is not None else "istio"
+
+
 def options_of(args: argparse.Namespace) -> PredictOptions:
     return PredictOptions(
-        topology=args.topology, mesh=args.mesh_model or args.mesh, rps=args.rps, features=args.features,
+        topology=args.topology, mesh=chosen_mesh(args), rps=args.rps, features=args.features,
         lb=args.lb, scope=args.scope, load=args.load, connections=args.connections, threads=args.threads,
         uniform=args.uniform, jitter=args.jitter, nocatchup=args.nocatchup, fortio_version=args.fortio_version,
         fortio_warmup=args.fortio_warmup, think_ms=args.think, profile=args.profile,
@@ -129,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.cli.prediction_text import prediction_table
     from meshsim.sim.predict import predict_options
 
-    if args.mesh_model:
+    if args.mesh_model is not None:
         args.flag_overrides = {"mesh": "--mesh-model"}
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     if args.timeseries_csv:

@@ -8,6 +8,7 @@ A probe that could not reach the requested rate is stored with status ``saturate
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import shlex
@@ -50,12 +51,12 @@ class ProbeSettings:
     max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
 
     def __post_init__(self) -> None:
-        if self.rps < 0:
-            raise FieldError("rps", f"must be >= 0 (0 = as fast as possible), got {self.rps}")
+        if not 0 <= self.rps < math.inf:  # also refuses nan, which fortio's -qps would take for "as fast as it can"
+            raise FieldError("rps", f"must be a finite number >= 0 (0 = as fast as possible), got {self.rps}")
         if self.connections < 1:
             raise FieldError("connections", f"must be >= 1, got {self.connections}")
-        if not self.duration_s > 0:
-            raise FieldError("duration_s", f"must be > 0 seconds, got {self.duration_s}")
+        if not 0 < self.duration_s < math.inf:
+            raise FieldError("duration_s", f"must be a finite number > 0 seconds, got {self.duration_s}")
         if self.payload_bytes < 0 or self.payload_bytes > 256 * 1024:
             raise FieldError("payload_bytes", f"must be 0..262144 bytes (fortio echo limit), got {self.payload_bytes}")
         if not 0 <= self.max_error_fraction < 1:
