@@ -201,21 +201,10 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description, connection_balance)
-    saturated = saturated_runs(batch.runs, usable)
-    if saturated:
-        model["calibration"]["saturated_runs"] = saturated
-    add_cluster_wakeup(model, usable, summary.notes, say)
-    add_held_fraction(model, usable, summary.notes, say)
-    if network_hop:
-        add_network_hop(model, usable, summary.notes, say)
-    if model.get("cluster"):
-        model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
-                                      "this model use them in place of the topology's (predict --cluster topology "
-                                      "keeps the topology's)")
-    comps = decomp.components
+    _add_beyond_passes(model, batch.runs, usable, summary.notes, say, network_hop)
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
-    for name, comp in comps.items():
+    for name, comp in decomp.components.items():
         summary.rows.append(_row(name, comp.best.distribution, comp.best, decomp.runs_of[name]))
     summary.model = model
     if out is not None:
@@ -244,6 +233,23 @@ def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary
         problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
         raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
     return usable
+
+
+def _add_beyond_passes(model: dict[str, Any], runs: Sequence[Run], usable: Sequence[Run], notes: list[str],
+                       say: Progress, network_hop: bool) -> None:
+    """What the runs show beyond the passes: measured capacities, the cluster's wake-up (before the burst replays
+    that need it), each side's held fraction, the cluster's network hop."""
+    saturated = saturated_runs(runs, usable)
+    if saturated:
+        model["calibration"]["saturated_runs"] = saturated
+    add_cluster_wakeup(model, usable, notes, say)
+    add_held_fraction(model, usable, notes, say)
+    if network_hop:
+        add_network_hop(model, usable, notes, say)
+    if model.get("cluster"):
+        model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
+                                      "this model use them in place of the topology's (predict --cluster topology "
+                                      "keeps the topology's)")
 
 
 def saturated_runs(runs: Sequence[Run], usable: Sequence[Run]) -> list[dict[str, Any]]:

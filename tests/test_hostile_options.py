@@ -45,7 +45,7 @@ PREDICT_CASES = [
     (["--rps", "100", "--features", "mtls,no-mtls"], "--features: mtls and no-mtls: mtls is turned on and off"),
     (["--rps", "100", "--features", "tracing,tracing"], "--features: tracing and tracing: tracing is named twice"),
     (["--rps", "1e-300"], "--rps: a replication would last 5e+303 simulated seconds, beyond the engine's clock"),
-    (["--rps", "100", "--duration", "1e-300"], "--duration: a replication expects 9e-299 requests"),
+    (["--rps", "100", "--duration", "1e-300"], "--duration: a replication expects 1e-298 requests"),
     (["--rps", "1e-300", "--duration", "10"], "--rps: a replication expects"),
     (["--rps", "1e308", "--duration", "1"], "--rps: this run would take"),  # the rate, not the duration
     (["--rps", "100", "--mesh", ""], "--mesh: empty: give a built-in name or a FILE.yaml"),

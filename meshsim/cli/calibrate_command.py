@@ -36,9 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.lab_calibration import calibrate_lab
     from meshsim.cli.lab_command import LAB_CALIBRATE_FLAGS, lab_calibrate_kwargs
 
-    args.flag_overrides = LAB_CALIBRATE_FLAGS  # the lab's fields are said as calibrate's --lab-* flags
-
-    args.flag_overrides = {"out": "--lab-out", "state_dir": "--lab-state-dir"}  # the library's fields, said as --lab-*
+    # the lab's fields (and the library's out and state_dir) are said as calibrate's --lab-* flags
+    args.flag_overrides = {**LAB_CALIBRATE_FLAGS, "out": "--lab-out", "state_dir": "--lab-state-dir"}
     mesh = args.mesh or "envoy-lab"
     model_out = args.model_out or Path("models") / "meshes" / f"{mesh}.yaml"
     result = calibrate_lab(mesh, model_out=model_out, **lab_calibrate_kwargs(args))
