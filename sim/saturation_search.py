@@ -26,8 +26,11 @@ def run_one_replication(args: tuple[Scenario, Workload, Horizon, int, int, str])
 
 
 def unstable(results: list[ReplicationResult]) -> bool:
-    """Whether a replication ended with requests piling up (an overloaded open system: more runs do not help)."""
-    return any(r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
+    """Whether a replication of an open load ended with requests piling up (an overloaded open system: more runs do
+    not help). A load that waits for its answers (fortio, wrk2, sequential users; their ``answered_rps`` is nan, as
+    in ``fell_behind``) holds at most one request per connection: however many a short run ends with, they cannot
+    pile up (a wrk2 that falls behind its schedule says so in its own warning)."""
+    return any(not math.isnan(r.answered_rps) and r.in_flight > max(10, 0.01 * max(r.completed, 1)) for r in results)
 
 
 MIN_BACKLOG = 50  # requests: a stable chain near saturation holds tens more or fewer at the end than at the middle
