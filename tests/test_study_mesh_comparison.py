@@ -1,8 +1,9 @@
 """Study mesh-comparison (seed 001): the three-mesh paper re-created, run with the test suite's short settings.
 
 The assertions are the study's claims and rules, not golden numbers: a cell for every published table, only the
-50 rps column fitted, the meshes ordered as the paper orders them, latencies flat with rate (nothing saturates at
-3500 rps), the proxies' idle CPU reported, the max growing with the number of requests.
+50 rps column and the CPU cells that feed the CPU fit fitted, the meshes ordered as the paper orders them, latencies
+flat with rate where wrk2 keeps its schedule, no proxy saturated at 3500 rps, the held fraction recovered from the
+CPU table of a model whose fraction is known, and the benchmark chart's wrk2 settings in every stage.
 """
 
 from __future__ import annotations
@@ -12,11 +13,21 @@ import math
 
 import pytest
 
+import numpy as np
+import yaml
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+
 from meshsim.calibrate.measure.tables import load_table
+from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, mean_floor_ms
+from meshsim.calibrate.studies.mesh_comparison_cpu import CPU_FIT_RPS, fit_proxy_cpu
 from meshsim.calibrate.studies.study_catalog import StudySettings, load_study
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import ModelError
+from meshsim.request import build_request
 from meshsim.sim.predict import predict
+from meshsim.workload import Wrk2Load
+
+MODELS = {"istio": "istio-1.11", "linkerd": "linkerd-2.11", "traefik-mesh": "traefik-mesh-1.4"}
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +57,24 @@ def test_every_published_table_has_its_cells(result):
     assert len([c for c in result.cells if c.metric == "memory_mb"]) == 18
 
 
-def test_only_the_50_rps_column_is_fitted(result):
-    """Above 50 rps every cell is predicted except the proxies' memory, which is the fitted base (derived)."""
+def test_fitted_cells_are_the_50_rps_column_and_the_cpu_cells_that_feed_the_cpu_fit(result):
+    """Above 50 rps every cell is predicted except the proxies' memory, which is the fitted base (derived), and the
+    data-plane CPU at 3500 rps, which identifies the CPU per request (fit, and its note says so)."""
     for c in result.cells:
-        derived = c.metric == "memory_mb" and c.condition["layer"] == "data-plane"
-        assert c.role == ("fit" if c.condition["rps"] == 50.0 else "derived" if derived else "predicted"), c
+        data_plane = c.condition.get("layer") == "data-plane"
+        cpu_fit = data_plane and c.metric == "cpu_cores" and c.condition["rps"] in CPU_FIT_RPS
+        derived = data_plane and c.metric == "memory_mb"
+        expected = "fit" if c.condition["rps"] == 50.0 or cpu_fit else "derived" if derived else "predicted"
+        assert c.role == expected, c
+        if cpu_fit:
+            assert "fit: " in c.note and "CPU per" in c.note, c.note
+    assert CPU_FIT_RPS == (50.0, 3500.0)
+    cpu_450 = [c for c in result.cells if c.metric == "cpu_cores" and c.condition == {
+        "mesh": "istio", "rps": 450.0, "layer": "data-plane"}]
+    assert [c.role for c in cpu_450] == ["predicted"]
     summary = result.summary()
-    assert summary["predicted"] + summary["derived"] == len([c for c in result.cells if c.condition["rps"] != 50.0])
+    above = [c for c in result.cells if c.condition["rps"] != 50.0]
+    assert summary["predicted"] + summary["derived"] + 3 == len(above)  # the three 3500 rps CPU fit cells
 
 
 def test_naive_forecast_copies_the_50_rps_column(result):
@@ -82,7 +104,7 @@ def test_json_shape(result):
     cell = data["cells"][0]
     assert set(cell) >= {"table", "condition", "metric", "published", "predicted", "ci95", "error", "role",
                          "published_spread", "within_spread"}
-    assert data["settings"]["threads"] == 96 and data["settings"]["connections"] == 96
+    assert data["settings"]["threads"] == 2 and data["settings"]["connections"] == 96
 
 
 def test_meshes_ordered_as_the_paper_orders_them(result):
@@ -119,16 +141,109 @@ def test_wrk2_falls_behind_where_its_connections_cannot_carry_the_rate(result):
     assert behind > 2 * _cell(result, "istio", 50.0, "p50_ms").predicted
 
 
-def test_idle_cpu_dominates_at_low_rate_and_is_reported(result):
-    """The proxy CPU at 50 rps is almost all idle CPU (the model's idle_millicores), so it is reported per proxy
-    even when hardly any request passes; at 3500 rps the per-request part is added on top."""
-    for mesh, model in (("istio", "istio-1.11"), ("linkerd", "linkerd-2.11"), ("traefik-mesh", "traefik-mesh-1.4")):
+def test_the_model_books_the_cpu_table_it_was_fitted_to(result):
+    """At the CPU fit's rates the model's proxy CPU is the paper's where the stage keeps its rate (the short run's
+    pass draws: within a few %); Istio, which wrk2's 96 connections cannot carry at 3500 rps, books less."""
+    for mesh, model in MODELS.items():
         idle = load_mesh(model).proxy.idle_cores
-        low = _cell(result, mesh, 50.0, "cpu_cores", "data-plane").predicted
-        high = _cell(result, mesh, 3500.0, "cpu_cores", "data-plane").predicted
-        # at 50 rps the busiest proxy passes a few requests a second: a few millicores on top of its idle CPU
-        assert idle > 0 and idle <= low <= idle + 0.005, (mesh, idle, low)
-        assert high > low + 0.01
+        low = _cell(result, mesh, 50.0, "cpu_cores", "data-plane")
+        high = _cell(result, mesh, 3500.0, "cpu_cores", "data-plane")
+        assert low.predicted == pytest.approx(low.published, rel=0.02) and low.predicted > idle, (mesh, low)
+        achieved = result.extras["achieved_rps"][f"{mesh}@3500"]
+        expected = idle + (high.published - idle) * achieved / 3500  # the fitted line at the rate carried
+        assert high.predicted == pytest.approx(expected, rel=0.05), (mesh, high, achieved)
+
+
+def test_no_mesh_is_saturated_at_3500_rps(result):
+    """No stage is saturated, and at 3500 rps the busiest proxy worker is held no more than the CPU the paper
+    measured for that proxy allows (its CPU above idle over its workers, with the short run's noise): the model
+    never puts a proxy at its capacity where the measured CPU was a few hundredths of a core."""
+    assert not any(result.extras["saturated"].values()), result.extras["saturated"]
+    for mesh, model in MODELS.items():
+        proxy = load_mesh(model).proxy
+        cell = _cell(result, mesh, 3500.0, "cpu_cores", "data-plane")
+        measured = (cell.published - proxy.idle_cores) / proxy.workers
+        utilisation = result.extras["busiest_proxy_worker_utilisation"][f"{mesh}@3500"]
+        # pinned Envoy workers: wrk2's connections may all land on one of the two, so up to twice the mean
+        assert 0 < utilisation <= 2.5 * measured < 0.05, (mesh, utilisation, measured)
+
+
+def test_held_fraction_recovered_from_the_cpu_table_of_a_known_model(tmp_path):
+    """A case with a known answer: the study's Istio and Traefik Mesh models with a chosen held fraction and idle
+    CPU, run by the engine at the CPU fit's two rates (an open load, so each carries its rate); the CPU fit reads
+    the simulated CPU of the busiest proxy as the paper's table and gives back the fraction and the idle CPU."""
+    from meshsim.calibrate.studies.mesh_comparison_study import proxy_cpu_cores
+
+    for mesh, fraction, idle_mc in (("istio", 0.02, 50.0), ("traefik-mesh", 0.01, 30.0)):
+        model = yaml.safe_load(open(load_mesh(MODELS[mesh]).origin))
+        model["proxy"].update(cpu_fraction=fraction, idle_millicores=idle_mc)
+        path = tmp_path / f"{mesh}-known.yaml"
+        path.write_text(yaml.safe_dump(model, allow_unicode=True))
+        cores = {}
+        for rps in CPU_FIT_RPS:
+            p = predict("emojivoto-study", str(path), scope="server", rps=rps, duration_s=2.5, warmup_s=0.5,
+                        replications=2, precision=None, saturation=False, processes=1)
+            cores[rps] = proxy_cpu_cores(p)
+        mean_pass_ms = load_mesh(str(path)).proxy.passes["outbound_request"].mean * 1e3
+        fit = fit_proxy_cpu(mesh, mean_pass_ms, cores)
+        assert fit.held_fraction == pytest.approx(fraction, rel=0.1), (mesh, fit)
+        assert fit.idle_cores == pytest.approx(idle_mc / 1e3, rel=0.02), (mesh, fit)
+
+
+def test_a_cpu_table_that_does_not_grow_is_refused_in_one_line():
+    with pytest.raises(ModelError, match=r"paper001_cpu: istio's data-plane CPU at 50/3500 rps .* no positive CPU"):
+        fit_proxy_cpu("istio", 3.0, {50.0: 0.1, 3500.0: 0.09})
+    with pytest.raises(ModelError, match=r"more than the mean pass"):
+        fit_proxy_cpu("istio", 0.001, {50.0: 0.1, 3500.0: 0.2})
+
+
+def test_shipped_cpu_is_the_cpu_fit():
+    """Each model's held fraction and idle CPU are what the CPU fit gives from the paper's table and the model's own
+    mean pass (no hand edits)."""
+    for mesh, model in MODELS.items():
+        proxy = load_mesh(model).proxy
+        fit = fit_proxy_cpu(mesh, proxy.passes["outbound_request"].mean * 1e3)
+        assert proxy.cpu_fraction == pytest.approx(fit.held_fraction, rel=2e-3), mesh
+        assert proxy.idle_cores == pytest.approx(fit.idle_cores, rel=1e-3), mesh
+        assert not proxy.sides  # the table has one number per proxy: it cannot split the sides
+
+
+def test_every_stage_runs_the_charts_wrk2():
+    """wrk2 -c 96 -d 100 (the chart as the issue reads it) with wrk2's default 2 threads; the calibration's first
+    10.24 s are simulated but not recorded, and the fit's maximum is that of the 4 488 requests of a 50 rps stage."""
+    from meshsim.calibrate.studies.mesh_comparison_fit import fit_baseline
+    from meshsim.calibrate.studies.mesh_comparison_study import _options
+
+    for mesh in ("baseline", "istio"):
+        for rps in (50.0, 3500.0):
+            options = _options(mesh, rps, StudySettings())
+            assert (options.duration_s, options.warmup_s) == (100.0, pytest.approx(10.24))
+            assert build_request(options).workload.load == Wrk2Load(rps, 96, 2)
+            short = _options(mesh, rps, StudySettings(short=True))
+            assert build_request(short).workload.load == Wrk2Load(rps, 96, 2) and short.duration_s < 5
+    assert BENCHMARK.measured_s == pytest.approx(89.76) and BENCHMARK.requests(50.0) == 4488
+    assert fit_baseline().requests == 4488
+    assert BENCHMARK.max_mean_latency_ms(3500.0) == pytest.approx(27.43, abs=0.01)
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.01, 1000.0), min_size=1, max_size=300))
+def test_the_mean_floor_is_below_the_mean_of_any_sample_with_those_percentiles(sample):
+    """mean_floor_ms is a floor: no latency sample with given p50/p90/p99/max has a smaller mean."""
+    values = np.asarray(sample)
+    pct = {f"p{q}": float(np.quantile(values, q / 100, method="inverted_cdf")) for q in (50, 90, 99)}
+    pct["p100"] = float(values.max())
+    assert mean_floor_ms(pct, len(values)) <= values.mean() * (1 + 1e-12)
+
+
+def test_the_little_law_check_compares_the_published_floor_with_the_96_connections(result):
+    law = result.extras["little_law"]
+    assert law["connections"] == 96 and law["max_mean_latency_ms"] == pytest.approx(27.43, abs=0.01)
+    for mesh in MODELS:
+        row = law["meshes"][mesh]
+        assert 0 < row["published_mean_floor_ms"] < law["max_mean_latency_ms"]
+        assert row["model_mean_ms_at_50"] == result.extras["mean_latency_ms"][f"{mesh}@50"]
+    assert any("Little's law" in n and "edge of what 96 connections carry" in n for n in result.notes)
 
 
 def test_replicas_spread_over_the_declared_nodes():
@@ -154,19 +269,17 @@ def test_nodes_list_is_validated(tmp_path):
         load_topology(str(path))
 
 
-def test_shipped_hops_and_run_length_are_the_baseline_fit():
-    """The topology's hops and the study's run length are what the 50 rps baseline fit gives (no hand edits)."""
+def test_shipped_hops_are_the_baseline_fit():
+    """The topology's hops are what the 50 rps baseline fit gives with the benchmark's run length (no hand edits)."""
     from meshsim.calibrate.studies.mesh_comparison_fit import fit_baseline
-    from meshsim.calibrate.studies.mesh_comparison_study import MEASURED_S
 
     fit = fit_baseline()
     hop = load_topology("emojivoto-study").network.cross_node
     assert math.exp(hop.mu) == pytest.approx(fit.hop_median_ms * 1e-3, rel=1e-3)
     assert hop.sigma == pytest.approx(fit.hop_sigma, rel=1e-3)
-    assert fit.measured_s == pytest.approx(MEASURED_S, abs=0.01)
-    for pct in ("p50", "p90", "p99", "p100"):  # the fit reproduces the column it was fitted to
+    for pct in ("p50", "p90", "p99", "p100"):  # the fit comes near the column it was fitted to
         published = {"p50": 7.3, "p90": 10.12, "p99": 14.22, "p100": 18.34}[pct]
-        assert fit.fitted[pct] == pytest.approx(published, rel=0.03)
+        assert fit.fitted[pct] == pytest.approx(published, rel=0.07)
 
 
 def test_one_host_overrides_spread_nodes():

@@ -1,22 +1,24 @@
 """Study ``mesh-comparison``: the three-mesh paper (seed 001, Shulyak & Savenko 2021) re-created in meshsim.
 
-The paper ran the Kinvolk service-mesh-benchmark: wrk2 with 96 threads against 10 Emojivoto instances on 5 Linode
-workers of 50 cores, at 50, 450 and 3500 rps, 5 repetitions per stage, without a mesh (baseline) and with Istio
-1.11.4, Linkerd 2.11.1 and Traefik Mesh 1.4.4. It prints p50/p90/p99/p100 of each repetition (Tables 1-4, 7-10,
-13-16), and the CPU (Tables 5, 11, 17) and memory (Tables 6, 12, 18) of the data plane and the control plane.
+The paper ran the Kinvolk service-mesh-benchmark against 10 Emojivoto instances on 5 Linode workers of 50 cores, at
+50, 450 and 3500 rps, 5 repetitions per stage, without a mesh (baseline) and with Istio 1.11.4, Linkerd 2.11.1 and
+Traefik Mesh 1.4.4. It prints p50/p90/p99/p100 of each repetition (Tables 1-4, 7-10, 13-16), and the CPU (Tables 5,
+11, 17) and memory (Tables 6, 12, 18) of the data plane and the control plane. The load is the benchmark's wrk2 as its
+chart runs it (kinvolk_wrk2: 96 connections, 100 s, the calibration's first 10.24 s not printed), with what the
+chart does not say (threads, per-URL connections, the calibration) labelled as assumptions.
 
-What is fitted (role ``fit``): the 50 rps column only. The baseline's p50/p90/p99 give the network hops
-(models/topologies/emojivoto-study.yaml) and its p100 the number of requests a stage measured (the document gives no
-run length); each mesh's latency gives its pass time, its CPU the proxy's idle CPU and its memory the proxy's base
-memory (models/meshes/{istio-1.11,linkerd-2.11,traefik-mesh-1.4}.yaml; the fits are in mesh_comparison_fit).
-Everything at 450 and 3500 rps is predicted by the engine under the same wrk2 load, except the proxies' memory: the
-model's is the fitted base memory plus wrk2's connections, open at every rate, so those cells are ``derived``. The
-naive forecast copies the 50 rps column into the 450 and 3500 rps cells of its row (mesh, percentile or layer).
+What is fitted (role ``fit``): the 50 rps column, and the data-plane CPU at 3500 rps. The baseline's p50/p90/p99/p100
+give the network hops (models/topologies/emojivoto-study.yaml), each mesh's latency its pass time, its memory the
+proxy's base memory (mesh_comparison_fit). The CPU at 50 rps is nearly all idle CPU, so the CPU per request is
+identified by the 3500 rps cell: the two give each proxy's idle CPU, CPU per pass and the part of a pass that holds
+its worker (mesh_comparison_cpu; models/meshes/{istio-1.11,linkerd-2.11,traefik-mesh-1.4}.yaml). Everything else at
+450 and 3500 rps is predicted by the engine under the same wrk2 load, except the proxies' memory: the model's is the
+fitted base memory plus wrk2's connections, open at every rate, so those cells are ``derived``. The naive forecast
+copies the 50 rps column into the 450 and 3500 rps cells of its row (mesh, percentile or layer).
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any, Mapping
 
@@ -24,7 +26,11 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions
 
 from meshsim.calibrate.measure.tables import load_table
-from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS
+from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, Wrk2Run
+from meshsim.calibrate.studies.mesh_comparison_cpu import CPU_FIT_RPS
+from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
+from meshsim.calibrate.studies.mesh_comparison_notes import (CONTROL_NOTE, CPU_NOTE, MEMORY_DERIVED, cpu_fit_note,
+                                                             little_law, notes)
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings, predicted_latency_ms
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
 from meshsim.calibrate.studies.study_skill import StudyColumns
@@ -34,27 +40,25 @@ MESH_MODELS = {"baseline": None, "istio": "istio-1.11", "linkerd": "linkerd-2.11
                "traefik-mesh": "traefik-mesh-1.4"}
 RATES = (50.0, 450.0, 3500.0)
 METRIC_OF = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "p100": "max_ms"}
-THREADS = 96  # 'нагрузочное тестирование идет в 96 потоков'
-CONNECTIONS = 96  # wrk2 needs connections >= threads; the document gives no -c, 96 is the least wrk2 accepts
-# Requests a stage measured, fitted from the baseline's p100 at 50 rps (mesh_comparison_fit.fit_baseline: the median
-# of the maximum of n draws of the fitted baseline is 18.33 ms for n = 737, Table 4 prints 18.13-18.91): 14.74 s.
-MEASURED_S = 14.74
-# wrk2 discards its ~10 s calibration; the simulated system is in steady state after a second, so 1 s is cut
-WARMUP_S = 1.0
+# the what-if (not cells): a wrk2 that opened the chart's -c 96 to each of the 10 instances' URLs
+PER_URL = Wrk2Run(connections=BENCHMARK.connections * 10)
 SHORT_MEASURED_S = {50.0: 4.0, 450.0: 2.0, 3500.0: 0.4}  # the test suite's runs: same cells, fewer requests
+SHORT_WARMUP_S = 0.5
 SIDECAR_REPLICAS = 10
 # Full runs: a prediction stops adding replications after this many seconds (unless the study settings say), and at
-# 3500 rps two replications of 51 600 requests each are enough for p99 and needed whole for the maximum.
+# 3500 rps two replications of about 314 000 requests each are enough for p99 and needed whole for the maximum.
 TIME_LIMIT_S = 30.0
 
 
-def _options(mesh: str, rps: float, settings: StudySettings) -> PredictOptions:
+def _options(mesh: str, rps: float, settings: StudySettings, load: Wrk2Run = BENCHMARK) -> PredictOptions:
     model = MESH_MODELS[mesh]
-    measured = SHORT_MEASURED_S[rps] if settings.short else MEASURED_S
-    warmup = 0.5 if settings.short else WARMUP_S
+    # a full stage is wrk2's run: its calibration is simulated and left out of the recorded window, as wrk2 resets
+    # its histograms after it
+    warmup = SHORT_WARMUP_S if settings.short else load.calibration_s
+    duration = warmup + SHORT_MEASURED_S[rps] if settings.short else load.duration_s
     return PredictOptions(topology=TOPOLOGY, mesh=model or "none", scope="none" if model is None else "server",
-                          rps=rps, load="wrk2", threads=THREADS, connections=CONNECTIONS,
-                          duration_s=warmup + measured, warmup_s=warmup)
+                          rps=rps, load="wrk2", threads=load.threads, connections=load.connections,
+                          duration_s=duration, warmup_s=warmup)
 
 
 def predict_stage(options: PredictOptions, settings: StudySettings, progress: Progress | None = None) -> Any:
@@ -89,17 +93,9 @@ def proxy_memory_mb(prediction: Any) -> float | None:
     return max(values) if values else None
 
 
-CPU_NOTE = ("the paper's unit is printed as '%' and not explained; read as cores of one proxy of the busiest kind "
-            "(CPU seconds per second: web's sidecar, Traefik's node proxy). Read as percent of one core, the 50 rps "
-            "column (Istio 0.094, Linkerd 0.0036 '%') would leave a proxy passing 6 passes x 5 rps less CPU than "
-            "that traffic needs, so that reading is refuted by the fit column itself")
-MEMORY_DERIVED = ("derived: the model's memory is the base fitted at 50 rps plus wrk2's 96 connections, open at "
-                  "every rate, so it copies the fit column")
 COLUMNS = StudyColumns("rps", FIT_RPS, ("mesh", "percentile", "layer"),
                        "the paper's 50 rps column (the fit column) copied into the 450 and 3500 rps cells of the same "
                        "mesh and percentile (or layer): latencies and CPU that do not move with the rate")
-CONTROL_NOTE = ("meshsim models the data plane only: no request passes through the control plane (istiod, Linkerd's "
-                "destination/identity, the Traefik Mesh controller), so its {what} is not predicted")
 
 
 def _latency_cells(rows: list[Mapping[str, Any]], mesh: str, rps: float, prediction: Any) -> list[Cell]:
@@ -114,10 +110,17 @@ def _latency_cells(rows: list[Mapping[str, Any]], mesh: str, rps: float, predict
     return cells
 
 
+def _data_plane_role(metric: str, rps: float) -> tuple[str, str]:
+    """A data-plane cell's role and note: CPU at the CPU fit's rates feeds it; memory above 50 rps is derived."""
+    if metric == "cpu_cores":
+        return ("fit", f"{CPU_NOTE}; {cpu_fit_note(rps)}") if rps in CPU_FIT_RPS else ("predicted", CPU_NOTE)
+    note = "per proxy of the busiest kind (the largest resident set)"
+    return ("fit", note) if rps == FIT_RPS else ("derived", f"{note}; {MEMORY_DERIVED}")
+
+
 def _resource_cells(mesh: str, rps: float, prediction: Any) -> list[Cell]:
     """CPU and memory of the data plane (predicted per proxy) and of the control plane (not modelled)."""
     cells = []
-    role = "fit" if rps == FIT_RPS else "predicted"
     for table, column, metric, predicted in (("paper001_cpu", "cpu_percent", "cpu_cores", proxy_cpu_cores),
                                              ("paper001_memory", "memory_mb", "memory_mb", proxy_memory_mb)):
         for layer in ("data-plane", "control-plane"):
@@ -127,20 +130,49 @@ def _resource_cells(mesh: str, rps: float, prediction: Any) -> list[Cell]:
             if layer == "control-plane":
                 what = "CPU" if metric == "cpu_cores" else "memory"
                 cells.append(Cell(f"Table {rows[0]['table']}", cond, metric, statistics.median(values), None,
-                                  role=role, note=CONTROL_NOTE.format(what=what), published_spread=_spread(values)))
+                                  role="fit" if rps == FIT_RPS else "predicted", note=CONTROL_NOTE.format(what=what),
+                                  published_spread=_spread(values)))
                 continue
-            note = CPU_NOTE if metric == "cpu_cores" else "per proxy of the busiest kind (the largest resident set)"
-            kind = role
-            if metric == "memory_mb" and role == "predicted":
-                kind, note = "derived", f"{note}; {MEMORY_DERIVED}"
+            role, note = _data_plane_role(metric, rps)
             cells.append(Cell(f"Table {rows[0]['table']}", cond, metric, statistics.median(values),
-                              predicted(prediction), role=kind, note=note, published_spread=_spread(values)))
+                              predicted(prediction), role=role, note=note, published_spread=_spread(values)))
     return cells
 
 
 def connections_needed(prediction: Any, rps: float) -> float:
     """Connections wrk2 needs to hold ``rps`` when each waits for its answer: rps x mean latency (Little's law)."""
     return rps * prediction.latency["mean"].value
+
+
+def busiest_proxy_utilisation(prediction: Any) -> float | None:
+    """The share of its time the busiest worker of any proxy is held (sidecars and node proxies)."""
+    values = [u for c, u in prediction.utilization.items() if c.endswith("/sidecar") or c.startswith("node-proxy:")]
+    return max(values) if values else None
+
+
+def within_twice_spread(cell: Cell) -> bool | None:
+    """Whether the prediction lies inside the published repetitions' range stretched to twice its width about its
+    centre (None without a spread or a prediction)."""
+    if cell.published_spread is None or cell.predicted is None:
+        return None
+    lo, hi = cell.published_spread
+    return lo - (hi - lo) / 2 <= cell.predicted <= hi + (hi - lo) / 2
+
+
+STAGE_EXTRAS = ("achieved_rps", "mean_latency_ms", "wrk2_connections_needed", "saturated",
+                "busiest_proxy_worker_utilisation", "wall_s")
+
+
+def _record_stage(extras: dict[str, Any], key: str, rps: float, prediction: Any) -> None:
+    utilisation = busiest_proxy_utilisation(prediction)
+    values = {"achieved_rps": round(prediction.achieved_rps.value, 1),
+              "mean_latency_ms": round(prediction.latency["mean"].value * 1e3, 2),
+              "wrk2_connections_needed": round(connections_needed(prediction, rps), 1),
+              "saturated": bool(prediction.saturated),
+              "busiest_proxy_worker_utilisation": None if utilisation is None else round(utilisation, 5),
+              "wall_s": round(prediction.wall_s, 1)}
+    for name, value in values.items():
+        extras[name][key] = value
 
 
 class MeshComparisonStudy(Study):
@@ -152,93 +184,59 @@ class MeshComparisonStudy(Study):
     def run(self, settings: StudySettings, progress: Progress | None = None) -> StudyResult:
         latency = load_table("paper001_latency")
         cells: list[Cell] = []
-        extras: dict[str, Any] = {"achieved_rps": {}, "wrk2_connections_needed": {}, "wall_s": {},
-                                  "what_if_connections": {}}
+        extras: dict[str, Any] = {name: {} for name in STAGE_EXTRAS}
+        extras["what_if_per_url_connections"] = {}
         for rps in RATES:
             for mesh in MESH_MODELS:
                 if progress:
                     progress(f"{mesh} at {rps:g} rps")
                 prediction = predict_stage(_options(mesh, rps, settings), settings, progress)
-                key = f"{mesh}@{rps:g}"
-                extras["achieved_rps"][key] = round(prediction.achieved_rps.value, 1)
-                extras["wrk2_connections_needed"][key] = round(connections_needed(prediction, rps), 1)
-                extras["wall_s"][key] = round(prediction.wall_s, 1)
+                _record_stage(extras, f"{mesh}@{rps:g}", rps, prediction)
                 cells += _latency_cells(latency.where(mesh=mesh, rate_rps=rps), mesh, rps, prediction)
                 if MESH_MODELS[mesh] is not None:
                     cells += _resource_cells(mesh, rps, prediction)
                 if not settings.short and rps == RATES[-1]:
-                    what_if = _what_if_connections(mesh, extras["wrk2_connections_needed"], settings, progress)
-                    if what_if:
-                        extras["what_if_connections"][mesh] = what_if
-        return StudyResult(self.name, self.title, self.source, tuple(cells), tuple(NOTES),
-                           {**settings.to_dict(), "threads": THREADS, "connections": CONNECTIONS,
-                            "measured_s": MEASURED_S if not settings.short else SHORT_MEASURED_S,
-                            "warmup_s": WARMUP_S}, extras, COLUMNS)
+                    extras["what_if_per_url_connections"][mesh] = _what_if_per_url(mesh, settings, progress)
+        top = RATES[-1]
+        if extras["what_if_per_url_connections"]:
+            extras["what_if_column"] = _what_if_column(extras["what_if_per_url_connections"])
+        extras["little_law"] = little_law(top, {m: extras["mean_latency_ms"][f"{m}@{FIT_RPS:g}"] for m in MESH_MODELS})
+        extras["within_twice_published_spread"] = {
+            f"{c.condition['mesh']}@{top:g} {c.metric}": within_twice_spread(c) for c in cells
+            if c.role == "predicted" and c.condition["rps"] == top and c.predicted is not None}
+        return StudyResult(self.name, self.title, self.source, tuple(cells), tuple(notes(extras)),
+                           {**settings.to_dict(), **_load_settings(settings)}, extras, COLUMNS)
 
 
-def _what_if_connections(mesh: str, needed: Mapping[str, float], settings: StudySettings,
-                         progress: Progress | None) -> dict[str, Any] | None:
-    """Not a cell: the top stage again with enough connections for wrk2 to keep its schedule, when 96 are not.
+def _load_settings(settings: StudySettings) -> dict[str, Any]:
+    """wrk2's settings as the stages ran them (short runs: the test suite's, per rate)."""
+    if settings.short:
+        return {"threads": BENCHMARK.threads, "connections": BENCHMARK.connections, "warmup_s": SHORT_WARMUP_S,
+                "duration_s": {f"{r:g}": SHORT_WARMUP_S + m for r, m in SHORT_MEASURED_S.items()}}
+    return {"threads": BENCHMARK.threads, "connections": BENCHMARK.connections, "warmup_s": BENCHMARK.calibration_s,
+            "duration_s": BENCHMARK.duration_s, "measured_s": BENCHMARK.measured_s}
 
-    Enough is the next multiple of the 96 threads above twice rps x the 50 rps mean latency (the fit column's: nothing
-    is read from the cells predicted here)."""
+
+def _what_if_per_url(mesh: str, settings: StudySettings, progress: Progress | None) -> dict[str, Any]:
+    """Not a cell: the top stage with the other reading of the chart, 96 connections to each instance's URL, with
+    each percentile's relative error against the paper's column (for the notes and the README, not the medians)."""
     rps = RATES[-1]
-    demand = needed[f"{mesh}@{FIT_RPS:g}"] * rps / FIT_RPS
-    if demand <= 0.8 * CONNECTIONS:
-        return None
-    connections = THREADS * math.ceil(demand / (0.5 * THREADS))  # each connection busy at most half its time
     if progress:
-        progress(f"{mesh} at {rps:g} rps with {connections} connections (what-if)")
-    prediction = predict_stage(_options(mesh, rps, settings).with_changes(connections=connections), settings, progress)
-    out: dict[str, Any] = {"connections": connections, "achieved_rps": round(prediction.achieved_rps.value, 1)}
+        progress(f"{mesh} at {rps:g} rps with {PER_URL.connections} connections (what-if)")
+    prediction = predict_stage(_options(mesh, rps, settings, PER_URL), settings, progress)
+    published = published_column(mesh, rps)
+    out: dict[str, Any] = {"connections": PER_URL.connections, "achieved_rps": round(prediction.achieved_rps.value, 1),
+                           "mean_ms": round(prediction.latency["mean"].value * 1e3, 3), "error": {}}
     for pct, metric in METRIC_OF.items():
         out[metric] = round(predicted_latency_ms(prediction, metric)[0], 3)
+        out["error"][metric] = round(out[metric] / published[pct] - 1, 4)
     return out
 
 
-NOTES = [
-    "Published values are the median of the paper's 5 repetitions; published_spread is their min and max.",
-    "Load: wrk2 -t96 as the document says; -c is not printed and wrk2 needs at least one connection per thread, so "
-    "96 connections. The run length is not printed either: the baseline's 50 rps maximum (Table 4) gives 737 "
-    "measured requests per stage (14.74 s); the maximum of every later stage is that of rps x 14.74 s requests "
-    "(wrk2's 10 s calibration is cut; 1 s of simulated warm-up reaches the steady state).",
-    "Passes per request: the load generator is outside the mesh; sidecar meshes: web inbound (2) + web outbound to "
-    "emoji and voting (4) + their inbound (4) = 10; Traefik Mesh's node proxies carry web's outbound calls only (4).",
-    "The latency the meshes add at 50 rps (23, 12 and 15 ms at p50) is two orders above a proxy's CPU per pass "
-    "(~0.1 ms): the fitted pass time is a delay and only its CPU part (cpu_fraction, Envoy's cost from istio-docs) "
-    "holds a worker, so no proxy saturates and the predicted percentiles stay flat from 50 to 450 rps, as the "
-    "paper's do. The pass is a mixture (lognormal body, slower path, narrow stall): every mesh's p90 is 2.4x its "
-    "p50 and Istio's p99 equals its maximum, a shape a single lognormal cannot take.",
-    "3500 rps: a wrk2 connection waits for its answer, so 96 connections carry at most 96 / mean latency. The "
-    "fitted 50 rps means (Istio ~40 ms, Traefik Mesh ~30 ms, Linkerd ~24 ms) need ~140, ~105 and ~84 connections "
-    "at 3500 rps (Little's law): Istio and Traefik Mesh fall behind their schedule and, timed from the intended send "
-    "(coordinated-omission correction), report latencies that grow with the run (seconds); Linkerd keeps the rate "
-    "but each connection is busy 87 % of its time, so requests wait for their connection (p50 x2). The paper's flat "
-    "3500 rps percentiles therefore imply that its benchmark opened more connections than threads; the document "
-    "does not print -c and the study does not tune it to the 3500 rps cells: these misses are that mechanism "
-    "(extras.what_if_connections: the same stage with enough connections, from the fit column's means).",
-    "The baseline's p90/p99 narrow at 3500 rps in the paper (9.3/11.6 against 10.1/14.2 ms at 50 rps) while its p50 "
-    "grows: busier nodes wake and schedule faster. The model has no such load dependence in its fitted hops (one "
-    "rate cannot identify it), so its baseline p90/p99 stay flat (+11 %, +21 %).",
-    "CPU: " + CPU_NOTE + ". The paper's data-plane CPU grows only 1.1x (Istio), 1.3x (Traefik Mesh) and 2.8x "
-    "(Linkerd) from 50 to 3500 rps: idle CPU (stats flushes, health checks, configuration pushes: the models' "
-    "idle_millicores, fitted at 50 rps) dominates. What it adds at 3500 rps (Istio +0.011 cores for 345 more "
-    "requests per second through web's sidecar) is 0.03 ms per request, a third of one Envoy pass in istio-docs; "
-    "the model charges Envoy's documented 0.1 ms per pass (Linkerd and Traefik have no source the study may use "
-    "and take Envoy's 0.07 ms), so it over-predicts the growth: those misses are the per-pass CPU, not idle CPU.",
-    "Memory: the paper's proxies grow with load (Linkerd 13.8 -> 26 MB, Traefik Mesh 43 -> 55 MB, Istio 216 -> "
-    "238 MB). The model's memory is base + per open connection + per request held; wrk2's 96 connections are open "
-    "at every rate and Envoy holds nothing measurable per request (lab-memory-2026-11-23), so it stays flat: those "
-    "cells copy the fit column and are role derived, not predicted; no "
-    "source gives linkerd2-proxy's or Traefik's per-connection or per-request memory (their growth is not fitted "
-    "from the predicted cells).",
-    "The issue's 140 s Linkerd prediction (`meshsim predict --topology emojivoto --mesh linkerd --rps 450`, open "
-    "load): until 2026-11-25 the open load's 1000 connections each opened an mTLS session on Linkerd's single "
-    "worker (1 ms of CPU per handshake on each side), so every replication began with about a second of queued "
-    "handshakes and p99 varied so much (254 ms +- 16 %) that the 5 % precision target was never met. A session "
-    "now rides on the proxies' own connection (one per proxy pair, as linkerd2-proxy's HTTP/2 connection to a "
-    "peer): the same command gives p99 2.16 ms +- 2.7 % after 4 replications, 0.9 s in all. The study uses "
-    "wrk2's 96 connections, fixed replications at 3500 rps and a 30 s limit per prediction.",
-]
+def _what_if_column(what_if: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The what-if's latency column at the top rate: its median |error| over every mesh's percentiles."""
+    errors = [abs(e) for row in what_if.values() for e in row["error"].values()]
+    return {"cells": len(errors), "median_abs_error": round(statistics.median(errors), 4) if errors else None}
+
 
 STUDY = MeshComparisonStudy
