@@ -29,7 +29,7 @@ from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, Wrk2Run
 from meshsim.calibrate.studies.mesh_comparison_cpu import CPU_FIT_RPS
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
-from meshsim.calibrate.studies.mesh_comparison_notes import (CONTROL_NOTE, CPU_NOTE, MEMORY_DERIVED, cpu_fit_note,
+from meshsim.calibrate.studies.mesh_comparison_notes import (CONTROL_NOTE, MEMORY_DERIVED, cpu_fit_note, cpu_note,
                                                              little_law, notes)
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings, predicted_latency_ms
 from meshsim.calibrate.studies.study_cells import Cell, StudyResult
@@ -113,7 +113,7 @@ def _latency_cells(rows: list[Mapping[str, Any]], mesh: str, rps: float, predict
 def _data_plane_role(metric: str, rps: float) -> tuple[str, str]:
     """A data-plane cell's role and note: CPU at the CPU fit's rates feeds it; memory above 50 rps is derived."""
     if metric == "cpu_cores":
-        return ("fit", f"{CPU_NOTE}; {cpu_fit_note(rps)}") if rps in CPU_FIT_RPS else ("predicted", CPU_NOTE)
+        return ("fit", f"{cpu_note()}; {cpu_fit_note(rps)}") if rps in CPU_FIT_RPS else ("predicted", cpu_note())
     note = "per proxy of the busiest kind (the largest resident set)"
     return ("fit", note) if rps == FIT_RPS else ("derived", f"{note}; {MEMORY_DERIVED}")
 
