@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from meshsim.errors import FieldError
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel, Topology
+from meshsim.topology import Call, Choose, Compute, Parallel
 from meshsim.workload import FortioLoad, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.engine import Horizon
 
@@ -70,7 +70,7 @@ def path_cost(scenario: Scenario) -> PathCost:
     hop = PathCost(1 + (4 if meshed else 0) + (2 if scenario.lb == "proxy" else 0),
                    2 * topo.network.cross_node.mean + pass_mean)
     done: dict[str, PathCost] = {}
-    for name in _callees_first(topo):
+    for name in topo.callees_first():
         visits, floor = 0.0, 0.0
         for step in topo.services[name].handler:
             if isinstance(step, Compute):
@@ -87,25 +87,6 @@ def path_cost(scenario: Scenario) -> PathCost:
         done[name] = PathCost(visits, floor)
     entry = done[topo.entry]
     return PathCost(entry.visits + hop.visits + len(topo.network.edge), entry.floor_s + hop.floor_s)
-
-
-def _callees_first(topo: Topology) -> list[str]:
-    """Services ordered so that every callee comes before its callers (the graph is acyclic, checked on load)."""
-    order: list[str] = []
-    seen: set[str] = set()
-    for root in topo.services:
-        stack = [(root, iter(topo.services[root].callees()))] if root not in seen else []
-        seen.add(root)
-        while stack:
-            name, callees = stack[-1]
-            callee = next(callees, None)
-            if callee is None:
-                order.append(name)
-                stack.pop()
-            elif callee not in seen:
-                seen.add(callee)
-                stack.append((callee, iter(topo.services[callee].callees())))
-    return order
 
 
 def offered_rps(workload: Workload, floor_s: float) -> float:
