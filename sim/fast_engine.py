@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from meshsim.errors import MeshsimError
 from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
@@ -47,8 +48,26 @@ def _grow_tokens(TI: np.ndarray, TF: np.ndarray, FREE: np.ndarray, free_n: int) 
 
 
 def _depth(scenario: Scenario) -> int:
-    """Frames a token can stack: a call frame and a handler frame per service on the deepest path."""
-    return 2 * len(scenario.topology.services) + 4
+    """Frames a token can stack: a call frame and a handler frame per service on the deepest call path (a fork's
+    branch stacks only the calls below it)."""
+    return 2 * scenario.topology.call_depth() + 4
+
+
+TOKEN_TABLE_MB = 8.0  # the first token tables' size when a token is large (deep graphs); they double as needed
+FIRST_TOKENS, FIRST_HEAP = 1024, 4096
+
+
+def first_tokens(depth: int, threads: int, room: int) -> int:
+    """Tokens to start with: 1024, fewer when a deep graph makes each large (their tables grow as needed), and at
+    least what the load generator's start takes (fortio's parallel warm-up: a token per thread) plus one event's
+    room."""
+    row_bytes = 8 * (V.T_FRAMES + V.TF_FRAMES + 8 * depth)
+    return max(min(FIRST_TOKENS, int(TOKEN_TABLE_MB * 2**20 // row_bytes)), threads + room + V.MARGIN)
+
+
+class EngineOverflow(MeshsimError):
+    """A table of the compiled loop was full although its margins should have kept room (a bug: the loop stopped
+    instead of writing past it)."""
 
 
 _LAST_SETUP: list[FastSetup] = []  # the last setup built in this process: its next replications reuse it
@@ -104,22 +123,29 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationRe
     I, F, proxies = layout.I, layout.F, setup.proxies
     rate = workload.load.rps if np.isfinite(workload.load.rps) else 1e4  # think time 0: the buffer grows as needed
     LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
-    HT, HI = np.zeros(4096), np.zeros((4096, 2), dtype=np.int64)
-    TI, TF, FREE = _tokens(1024, _depth(setup.scenario))
     flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
+    threads = int(layout.view(K.R_LOADI)[0, V.L_THREADS])  # every user or connection starts at once
+    heap = max(FIRST_HEAP, threads + 2 * int(flags[K.G_HEAP_MARGIN]))
+    HT, HI = np.zeros(heap), np.zeros((heap, 2), dtype=np.int64)
+    depth = _depth(setup.scenario)
+    TI, TF, FREE = _tokens(first_tokens(depth, threads, int(flags[K.G_TOKEN_MARGIN])), depth)
     flags[K.G_FREE_N] = TI.shape[0]
     loop = compiled_loop()
     while True:
         code = loop(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
+        if flags[K.G_OVERFLOW]:
+            raise EngineOverflow(f"the compiled engine's tables ran out of room ({TI.shape[0]} tokens of {depth} "
+                                 f"frames, {HT.size} heap slots, {LAT.shape[0]} latencies): a bug, please report it; "
+                                 "--engine simpy runs this prediction")
         if code == V.DONE:
             break
         if code == V.REFILL:
             buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0
             continue
-        if flags[K.G_FREE_N] < V.MARGIN:
+        while flags[K.G_FREE_N] < flags[K.G_TOKEN_MARGIN]:
             TI, TF, FREE, flags[K.G_FREE_N] = _grow_tokens(TI, TF, FREE, int(flags[K.G_FREE_N]))
-        if flags[K.G_HEAP_N] + V.MARGIN > HT.size:
+        while flags[K.G_HEAP_N] + flags[K.G_HEAP_MARGIN] > HT.size:
             HT, HI = np.resize(HT, 2 * HT.size), np.resize(HI, (2 * HT.size, 2))
         if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.shape[0]:
             LAT = np.resize(LAT, (2 * LAT.shape[0], 2))
