@@ -49,6 +49,10 @@ class ComponentUsage:
     idle_cores: float = 0.0  # CPU of the component's proxies with no traffic (their idle_cores), all instances
 
 
+class PastDeadline(Exception):
+    """A replication given up at its deadline (a saturation probe under the time limit)."""
+
+
 @dataclass
 class ReplicationResult:
     latencies: np.ndarray

@@ -10,6 +10,8 @@ time breakdown come from the very functions the SimPy engine uses.
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -19,7 +21,7 @@ from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import (Horizon, ReplicationResult, _usage, backlog, expected_wire_bytes,
+from meshsim.sim.engine import (Horizon, PastDeadline, ReplicationResult, _usage, backlog, expected_wire_bytes,
                                  node_utilization, time_breakdown)
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_native import compiled_loop
@@ -86,14 +88,15 @@ def fast_setup(scenario: Scenario, workload: Workload, horizon: Horizon) -> Fast
 
 
 def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
-                         replication: int) -> ReplicationResult:
-    """sim/engine.py's run_replication on the compiled engine (same streams, same result fields)."""
+                         replication: int, deadline: float = math.inf) -> ReplicationResult:
+    """sim/engine.py's run_replication on the compiled engine (same streams, same result fields); PastDeadline when
+    it is still running at ``deadline`` (a time.perf_counter() value)."""
     setup = fast_setup(scenario, workload, horizon)
     if not setup.lock.acquire(blocking=False):  # another thread runs on it: this replication builds its own
         setup = FastSetup(scenario, workload, horizon)
         setup.lock.acquire()
     try:
-        result = run_on_setup(setup, seed, replication)
+        result = run_on_setup(setup, seed, replication, deadline)
     finally:
         setup.lock.release()
     if not _FROZEN:
@@ -116,8 +119,9 @@ def _freeze_long_lived() -> None:
     _FROZEN.append(True)
 
 
-def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationResult:
-    """One replication on a setup (built for it or reused: the same result)."""
+def run_on_setup(setup: FastSetup, seed: int, replication: int, deadline: float = math.inf) -> ReplicationResult:
+    """One replication on a setup (built for it or reused: the same result). The loop comes back to refill its
+    streams every few thousand draws: there it gives up past ``deadline``."""
     buffers = setup.reset(seed, replication)
     workload, horizon, layout = setup.workload, setup.horizon, setup.layout
     I, F, proxies = layout.I, layout.F, setup.proxies
@@ -139,6 +143,8 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationRe
                                  "--engine simpy runs this prediction")
         if code == V.DONE:
             break
+        if time.perf_counter() > deadline:
+            raise PastDeadline(f"replication {replication} still running at its deadline")
         if code == V.REFILL:
             buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0

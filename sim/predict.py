@@ -26,20 +26,16 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim.cost import check_budget, time_left_for_another_batch
+from meshsim.sim.cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.saturation_search import fell_behind, find_saturation, unstable as _unstable
+from meshsim.sim.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
 from meshsim.sim.stats import (LATENCY_KEYS, MIN_CONTROLLED, Estimate, controlled_interval, latency_summary,
                                pooled_cdf, t_interval)
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
-# Station visits per second of one core (sim/cost.py's unit), measured by tests/bench_engine.py on a shared 2-core
-# machine: they turn a cost estimate into seconds.
-SIMPY_VISITS_PER_S = 4e4
-FAST_VISITS_PER_S = 1e6
 
 
 @dataclass(frozen=True)
@@ -155,11 +151,9 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     if choice.name == "fast" and not compiled_code_cached():
         load_compiled_engine(progress)
         started = time.perf_counter()  # the one-off compile is not the prediction's time: --time-limit starts now
-    speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
-    if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
-        progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "
-                 "engine before the precision target adds replications")
     processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
+    if progress:
+        _say_cost(progress, cost, choice.name, processes, settings)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
@@ -252,6 +246,21 @@ def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:
     return False
 
 
+def _say_cost(progress: Progress, cost: CostEstimate, engine: str, processes: int, settings: RunSettings) -> None:
+    """Above ~2 s a run says what it is about to do: the replications sure to run, and what a probe of the
+    saturation search costs at least (none starts that would end past the time limit)."""
+    speed = ENGINE_SPEEDS[engine]
+    seconds = cost.seconds(speed, processes)
+    probe = cost.probe_s(speed, 5000) if settings.saturation_search else 0.0
+    if max(seconds, probe) <= 2:
+        return
+    search = f"; each probe of the saturation search ~{probe:.0f} s or more" if probe else ""
+    limit = f" (no batch or probe starts that would end past the time limit of {settings.time_limit_s:g} s)" \
+        if settings.time_limit_s else ""
+    progress(f"estimated cost: {cost.summary()}, ~{seconds:.0f} s on the {engine} engine with {processes} "
+             f"process(es) before the precision target adds replications{search}{limit}")
+
+
 def _default_processes(choice: EngineChoice, events: float, until_precise: bool) -> int:
     """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
     than it saves, so it runs in this process. A long one (above ~1 s of one core, or above ~0.2 s when the p99's
@@ -260,7 +269,7 @@ def _default_processes(choice: EngineChoice, events: float, until_precise: bool)
     cores = min(os.cpu_count() or 1, 8)
     if choice.name != "fast":
         return cores
-    if cores == 1 or events < (0.2 if until_precise else 1.0) * FAST_VISITS_PER_S:
+    if cores == 1 or events < (0.2 if until_precise else 1.0) * ENGINE_SPEEDS["fast"].visits_per_s:
         return 1
     load_compiled_engine()
     return cores
@@ -319,10 +328,15 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if progress:
             progress("searching the saturation rate")
         deadline = started + settings.time_limit_s if settings.time_limit_s else math.inf
+        clock = ProbeClock(deadline, ENGINE_SPEEDS[choice.name], settings.max_events)
         saturation = find_saturation(scenario, workload, replace(settings, engine=choice.name), results, util,
-                                     deadline=deadline)
-        if time.perf_counter() > deadline:
-            warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search: "
+                                     clock=clock)
+        if "budget" in clock.stopped:
+            warnings.append(f"the saturation search stopped: {clock.stopped}; its estimate ({saturation:.0f} rps) "
+                            "may be off by more than 3 %")
+        elif clock.stopped or time.perf_counter() > deadline:
+            reason = f" ({clock.stopped})" if clock.stopped else ""
+            warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search{reason}: "
                             f"its estimate ({saturation:.0f} rps) may be off by more than 3 %")
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")
