@@ -90,7 +90,8 @@ class CostEstimate:
 
     def replication_s(self, speed: EngineSpeed, requests: float) -> float:
         """One replication of ``requests`` requests on one core."""
-        return self.instances * speed.replication_s_per_instance + self.visits_per_request * requests / speed.visits_per_s
+        fixed = self.instances * speed.replication_s_per_instance
+        return fixed + self.visits_per_request * requests / speed.visits_per_s
 
     def seconds(self, speed: EngineSpeed, processes: int = 1) -> float:
         """Wall seconds of the replications sure to run, over ``processes`` workers (each sets the system up once)."""
@@ -101,6 +102,19 @@ class CostEstimate:
     def probe_s(self, speed: EngineSpeed, requests: float) -> float:
         """One probe of the saturation search (a workload of its own: a setup and one replication, in this process)."""
         return self.instances * speed.setup_s_per_instance + self.replication_s(speed, requests)
+
+    def plan(self, speed: EngineSpeed, engine: str, processes: int, settings: RunSettings) -> str:
+        """What a run above ~2 s says it is about to do ("": nothing): the replications sure to run, and what a probe
+        of the saturation search costs at least (none starts that would end past the time limit)."""
+        seconds = self.seconds(speed, processes)
+        probe = self.probe_s(speed, 5000) if settings.saturation_search else 0.0
+        if max(seconds, probe) <= 2:
+            return ""
+        search = f"; each probe of the saturation search ~{probe:.0f} s or more" if probe else ""
+        limit = f" (no batch or probe starts that would end past the time limit of {settings.time_limit_s:g} s)" \
+            if settings.time_limit_s else ""
+        return (f"estimated cost: {self.summary()}, ~{seconds:.0f} s on the {engine} engine with {processes} "
+                f"process(es) before the precision target adds replications{search}{limit}")
 
     def summary(self) -> str:
         return (f"{self.events:.3g} station visits ({self.visits_per_request:.0f} per request x "

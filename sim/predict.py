@@ -26,7 +26,7 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim.cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
+from meshsim.sim.cost import ENGINE_SPEEDS, check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
@@ -152,8 +152,9 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
         load_compiled_engine(progress)
         started = time.perf_counter()  # the one-off compile is not the prediction's time: --time-limit starts now
     processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
-    if progress:
-        _say_cost(progress, cost, choice.name, processes, settings)
+    plan = cost.plan(ENGINE_SPEEDS[choice.name], choice.name, processes, settings)
+    if progress and plan:
+        progress(plan)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
@@ -164,7 +165,10 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
         runner.close(interrupted=True)  # an interrupt must not wait for the replications running in the workers
         raise
     runner.close()
-    prediction = _summarise(request, horizon, results, started, progress, choice)
+    # how much slower than the cost model the replications ran (a busy or slow machine): the search's probes too
+    model_s = replace(cost, replications=len(results)).seconds(ENGINE_SPEEDS[choice.name], processes)
+    pace = max(1.0, (time.perf_counter() - started) / model_s) if model_s > 0 else 1.0
+    prediction = _summarise(request, horizon, results, started, progress, choice, pace)
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
@@ -246,21 +250,6 @@ def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:
     return False
 
 
-def _say_cost(progress: Progress, cost: CostEstimate, engine: str, processes: int, settings: RunSettings) -> None:
-    """Above ~2 s a run says what it is about to do: the replications sure to run, and what a probe of the
-    saturation search costs at least (none starts that would end past the time limit)."""
-    speed = ENGINE_SPEEDS[engine]
-    seconds = cost.seconds(speed, processes)
-    probe = cost.probe_s(speed, 5000) if settings.saturation_search else 0.0
-    if max(seconds, probe) <= 2:
-        return
-    search = f"; each probe of the saturation search ~{probe:.0f} s or more" if probe else ""
-    limit = f" (no batch or probe starts that would end past the time limit of {settings.time_limit_s:g} s)" \
-        if settings.time_limit_s else ""
-    progress(f"estimated cost: {cost.summary()}, ~{seconds:.0f} s on the {engine} engine with {processes} "
-             f"process(es) before the precision target adds replications{search}{limit}")
-
-
 def _default_processes(choice: EngineChoice, events: float, until_precise: bool) -> int:
     """The compiled engine runs a replication in tens of milliseconds: for a short run forking workers costs more
     than it saves, so it runs in this process. A long one (above ~1 s of one core, or above ~0.2 s when the p99's
@@ -286,7 +275,8 @@ def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
 
 
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
-               progress: Progress | None, choice: EngineChoice = EngineChoice("simpy")) -> Prediction:
+               progress: Progress | None, choice: EngineChoice = EngineChoice("simpy"),
+               pace: float = 1.0) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
     per_rep = [latency_summary(r.latencies) for r in results]
     expected = expected_arrivals(workload.load, horizon)
@@ -328,7 +318,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if progress:
             progress("searching the saturation rate")
         deadline = started + settings.time_limit_s if settings.time_limit_s else math.inf
-        clock = ProbeClock(deadline, ENGINE_SPEEDS[choice.name], settings.max_events)
+        clock = ProbeClock(deadline, ENGINE_SPEEDS[choice.name], settings.max_events, pace)
         saturation = find_saturation(scenario, workload, replace(settings, engine=choice.name), results, util,
                                      clock=clock)
         if "budget" in clock.stopped:

@@ -45,13 +45,13 @@ class ProbeClock:
     """Whether the search may start a probe: only within the prediction's budget of events and memory (a probe of a
     chain of 1,000 services near its capacity holds ~10,000 requests 2,000 calls deep) and if it is expected to end
     before ``deadline`` (a time.perf_counter() value) -- the first as the cost model says for ``speed``
-    (sim/cost.py), later ones scaled by how long the last one took against its estimate. ``stopped`` says why a
-    probe was left out ("": none was)."""
+    (sim/cost.py) scaled by how much slower the prediction's own replications ran (``pace``), later ones by how long
+    the last one took against its estimate. ``stopped`` says why a probe was left out ("": none was)."""
 
     deadline: float = math.inf
     speed: EngineSpeed | None = None
     max_events: float = DEFAULT_MAX_EVENTS
-    pace: float = 1.0  # measured / estimated seconds of the last probe
+    pace: float = 1.0  # measured / estimated seconds (of the replications, then of the last probe)
     stopped: str = ""
 
     def run(self, job: tuple[Scenario, Workload, Horizon, int, int, str]) -> ReplicationResult | None:

@@ -3,8 +3,8 @@ fan-out run on both engines within the time limit and bounded memory, or are ref
 limit; 1001 services are refused; the compiled loop never writes past a table (the 999-way parallel fan-out
 segfaulted, and so did fortio with 5000 connections), and its guard turns a table it did not size into one error.
 
-The runs are real `meshsim predict` processes (a crash must fail the test, not the test run) with short settings:
-a few requests, two replications, seconds each."""
+The runs are processes of their own (a crash must fail the test, not the test run) with short settings: a few
+requests, two replications, seconds each."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ NETWORK = {"loopback": 0.01, "same_node": 0.05, "cross_node": 0.2, "bandwidth_gb
 # plus, per app replica and proxy, its random streams (~6, a 16 KB batch each: ~100 KB) and its objects, with room
 # to spare (x2.5). It scales with the graph; chain1000 took 1.69 GB before it crashed, over 3 times this bound.
 BASE_MB, MB_PER_INSTANCE = 120.0, 0.25
-# Seconds a run of these short settings may take, and the time limit it is given: what is measured is that the
-# prediction ends within its limit (its own wall_s), the wall clock of the whole process only guards a hang
-TIME_LIMIT_S = 20.0
+# The time limit these short runs get (the default); their replications take seconds. The search is off in them:
+# it fills the time left with probes (tests/test_sim_cost.py, and the chain1000 test below, check its rules)
+TIME_LIMIT_S = 60.0
 
 
 def write_topology(folder: Path, name: str, entry_handler: list, leaves: int) -> Path:
@@ -58,22 +58,30 @@ def parallel_fan_out(folder: Path, leaves: int) -> Path:
 MEASURED = """
 import json, resource, sys
 from meshsim.cli import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
+from meshsim.request import PredictOptions
+from meshsim.sim.predict import predict_options
+if sys.argv[1] == "cli":
+    code, out = main(sys.argv[2:]), None
+else:
+    code, out = 0, predict_options(PredictOptions(**json.loads(sys.argv[2]))).to_dict()
+print(json.dumps({"code": code, "out": out, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
       file=sys.stderr)
 """
 
 
-def predict_measured(*args: str) -> tuple[dict, float, str]:
-    """`meshsim predict ARGS --json` in a process of its own (one process: --processes 1): its result, its peak
-    resident memory (its own ru_maxrss, printed as its last line) and its stderr."""
-    run = subprocess.run([sys.executable, "-c", MEASURED, "predict", *args, "--processes", "1", "--json"],
-                         capture_output=True, text=True, timeout=10 * TIME_LIMIT_S)
-    *lines, last = run.stderr.strip().splitlines()
+def measured(*args: str) -> tuple[dict, float, str]:
+    """A prediction in a process of its own (``cli ARGS``: `meshsim ARGS`; ``options JSON``: predict_options), its
+    result (the CLI's --json on stdout), its peak resident memory (its own ru_maxrss) and its stderr."""
+    run = subprocess.run([sys.executable, "-c", MEASURED, *args], capture_output=True, text=True, timeout=600)
+    *lines, last = run.stderr.strip().splitlines() or [""]
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
     report = json.loads(last)
-    assert report["code"] == 0 and run.returncode == 0, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr
-    return json.loads(run.stdout), report["peak_mb"], "\n".join(lines)
+    assert report["code"] == 0, run.stderr[-3000:]
+    return report["out"] or json.loads(run.stdout), report["peak_mb"], "\n".join(lines)
+
+
+def predict_cli(*args: str) -> dict:
+    return measured("cli", "predict", *args, "--processes", "1", "--json")[0]
 
 
 @pytest.mark.parametrize("engine", ["fast", "simpy"])
@@ -82,9 +90,9 @@ def test_graphs_at_the_limit_run_within_the_time_limit_and_bounded_memory(tmp_pa
                                                                           engine: str) -> None:
     topology = {"chain1000": lambda: "chain1000", "fanout999": lambda: str(fan_out(tmp_path, 999)),
                 "parallel999": lambda: str(parallel_fan_out(tmp_path, 999))}[graph]()
-    result, peak_mb, err = predict_measured("--topology", topology, "--rps", "5", "--duration", "0.5",
-                                            "--replications", "2", "--engine", engine,
-                                            "--time-limit", str(TIME_LIMIT_S))
+    options = {"topology": topology, "rps": 5.0, "duration_s": 0.5, "replications": 2, "processes": 1,
+               "engine": engine, "time_limit_s": TIME_LIMIT_S, "saturation": False}
+    result, peak_mb, err = measured("options", json.dumps(options))
     assert result["inputs"]["engine"].startswith(engine) and result["replications"] == 2
     assert result["latency_ms"]["p50"] > 0 and result["requests"] > 0
     assert result["wall_s"] <= TIME_LIMIT_S
@@ -92,10 +100,16 @@ def test_graphs_at_the_limit_run_within_the_time_limit_and_bounded_memory(tmp_pa
     assert peak_mb < BASE_MB + MB_PER_INSTANCE * instances, err
     if engine == "fast":  # its wire bytes come from the call graph's 1000 services (its recursion died there)
         assert result["wire_bytes_per_request"]["request"] > 999 * 200
-    # the search is costed like a run: its probes, near the capacity, would hold thousands of requests in flight
-    # (chain1000) or take longer than the limit: it stops with a warning, or its probes fitted
-    if graph == "chain1000":
-        assert any("the saturation search stopped" in w and "above the budget" in w for w in result["warnings"])
+
+
+def test_chain1000s_saturation_search_is_costed_like_a_run_and_stops_within_the_budget() -> None:
+    """Near its capacity a probe of chain1000 holds thousands of requests 2,000 frames deep (~3 GB): the search
+    does not start it, says why, and the prediction ends within its time limit."""
+    result = predict_cli("--topology", "chain1000", "--rps", "5", "--duration", "0.5", "--replications", "2",
+                         "--time-limit", str(TIME_LIMIT_S))
+    stopped = [w for w in result["warnings"] if w.startswith("the saturation search stopped: its next probe")]
+    assert stopped and "MB, above the budget" in stopped[0], result["warnings"]
+    assert result["saturation_rps"] > 0 and result["wall_s"] <= TIME_LIMIT_S
 
 
 def test_the_first_size_past_the_limit_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
@@ -115,8 +129,8 @@ def test_every_connection_starting_at_once_fits_the_compiled_loop(load: list[str
     """fortio's timed run pushes every thread at once, users and wrk2 connections start together: 5000 of them
     overran the 4096-slot heap (a segfault, a double free). The sequential users' run answers nothing in its window
     (each thinks 1 s): the saturation search has no rate to start from and says so instead of dividing by 0."""
-    result, _, _ = predict_measured("--topology", "single", "--mesh", "none", *load, "--duration", "1",
-                                    "--replications", "2", "--engine", "fast")
+    result = predict_cli("--topology", "single", "--mesh", "none", *load, "--duration", "1", "--replications", "2",
+                         "--engine", "fast")
     assert result["inputs"]["engine"].startswith("fast")
 
 
