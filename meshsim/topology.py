@@ -138,6 +138,17 @@ class Topology:
     # cores of the nodes whose CPU is shared: every app, sidecar and proxy placed there competes for them
     node_cores: Mapping[str, float] = field(default_factory=dict)
 
+    def callees_first(self) -> list[str]:
+        """Every service after the services it calls (the graph is acyclic: checked on load)."""
+        return callees_first(self.services, self.origin or self.name)
+
+    def call_depth(self) -> int:
+        """Services on the longest call path from the entry (1: the entry calls nobody): how deep calls nest."""
+        depth: dict[str, int] = {}
+        for name in self.callees_first():
+            depth[name] = 1 + max((depth[callee] for callee in self.services[name].callees()), default=0)
+        return depth[self.entry]
+
     def node_of(self, service: str) -> str:
         node = self.services[service].node_of_replica(0)
         return node if node is not None else f"node-{service}"
@@ -265,11 +276,13 @@ def _check_graph(services: Mapping[str, Service], entry: str, where: str) -> Non
         for callee in svc.callees():
             if callee not in services:
                 raise ModelError(f"{where} services.{svc.name}.handler: calls unknown service {callee!r}")
-    _check_acyclic(services, where)
+    callees_first(services, where)  # refuses a cycle
 
 
-def _check_acyclic(services: Mapping[str, Service], where: str) -> None:
-    """Depth-first search with an explicit stack: a 3,000-service chain must not hit Python's recursion limit."""
+def callees_first(services: Mapping[str, Service], where: str = "topology") -> list[str]:
+    """Every service after all the services it calls: a depth-first post-order with an explicit stack (a
+    1,000-service chain must not hit Python's recursion limit); a cycle is a ModelError naming it."""
+    order: list[str] = []
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     for root in services:
         if root in state:
@@ -280,6 +293,7 @@ def _check_acyclic(services: Mapping[str, Service], where: str) -> None:
         while stack:
             callee = next(stack[-1], None)
             if callee is None:
+                order.append(path[-1])
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(callee) == 1:
@@ -289,6 +303,7 @@ def _check_acyclic(services: Mapping[str, Service], where: str) -> None:
                 state[callee] = 1
                 path.append(callee)
                 stack.append(iter(services[callee].callees()))
+    return order
 
 
 def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:

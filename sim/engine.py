@@ -10,6 +10,7 @@ import numpy as np
 import simpy
 
 from meshsim.scenario import Scenario
+from meshsim.topology import Call, Choose, Parallel, Step
 from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users, wrk2_connections
 from meshsim.sim.streams import Streams
@@ -46,6 +47,10 @@ class ComponentUsage:
     jobs: int = 0
     idle_gaps: np.ndarray | None = None  # with observe_gaps: every job's worker idle gap, all instances
     idle_cores: float = 0.0  # CPU of the component's proxies with no traffic (their idle_cores), all instances
+
+
+class PastDeadline(Exception):
+    """A replication given up at its deadline (a saturation probe under the time limit)."""
 
 
 @dataclass
@@ -209,37 +214,35 @@ def wire_bytes(system: System, requests: int) -> dict[str, float]:
 def expected_wire_bytes(system: System) -> dict[str, float]:
     """:func:`wire_bytes` as expected values from the call graph (a Choose step weighs its branches): for an engine
     that does not count the bytes of each call (the compiled one). Every call of a meshed scenario carries the
-    mesh's headers, as in :meth:`System.call`."""
-    from meshsim.topology import Call, Choose, Parallel
-
+    mesh's headers, as in :meth:`System.call`. Callees before callers: no recursion however deep the graph."""
     scenario = system.scenario
     topo = scenario.topology
     header = system.header_bytes if scenario.meshed else 0
-    done: dict[str, tuple[float, float]] = {}
-
-    def below(name: str) -> tuple[float, float]:  # request and response bytes of the calls one visit makes
-        if name not in done:
-            req = resp = 0.0
-            for step in topo.services[name].handler:
-                callees: list[tuple[str, float]] = []
-                if isinstance(step, Call):
-                    callees = [(step.service, 1.0)]
-                elif isinstance(step, Parallel):
-                    callees = [(s, 1.0) for s in step.services]
-                elif isinstance(step, Choose):
-                    total = sum(step.weights)
-                    callees = [(s, w / total) for s, w in zip(step.services, step.weights)]
-                for callee, weight in callees:
-                    sub_req, sub_resp = below(callee)
-                    req += weight * (topo.services[callee].request_bytes + header + sub_req)
-                    resp += weight * (topo.services[callee].response_bytes + sub_resp)
-            done[name] = (req, resp)
-        return done[name]
-
+    below: dict[str, tuple[float, float]] = {}  # request and response bytes of the calls one visit makes
+    for name in topo.callees_first():
+        req = resp = 0.0
+        for step in topo.services[name].handler:
+            for callee, weight in _weighted_callees(step):
+                sub_req, sub_resp = below[callee]
+                req += weight * (topo.services[callee].request_bytes + header + sub_req)
+                resp += weight * (topo.services[callee].response_bytes + sub_resp)
+        below[name] = (req, resp)
     entry = topo.services[topo.entry]
-    req, resp = below(topo.entry)
+    req, resp = below[topo.entry]
     return {"request": entry.request_bytes + header + req, "response": entry.response_bytes + resp,
             "entry_request": float(entry.request_bytes + header)}
+
+
+def _weighted_callees(step: Step) -> list[tuple[str, float]]:
+    """The services a handler step calls, each with its expected number of calls per visit."""
+    if isinstance(step, Call):
+        return [(step.service, 1.0)]
+    if isinstance(step, Parallel):
+        return [(s, 1.0) for s in step.services]
+    if isinstance(step, Choose):
+        total = sum(step.weights)
+        return [(s, w / total) for s, w in zip(step.services, step.weights)]
+    return []
 
 
 def backlog(load: Load, sent: np.ndarray, latencies: np.ndarray, start: float, end: float) -> tuple[int, float]:

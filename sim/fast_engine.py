@@ -10,16 +10,19 @@ time breakdown come from the very functions the SimPy engine uses.
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Callable
 
 import numpy as np
 
+from meshsim.errors import MeshsimError
 from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import (Horizon, ReplicationResult, _usage, backlog, expected_wire_bytes, in_filed_order,
-                                 node_utilization, time_breakdown)
+from meshsim.sim.engine import (Horizon, PastDeadline, ReplicationResult, _usage, backlog, expected_wire_bytes,
+                                in_filed_order, node_utilization, time_breakdown)
 from meshsim.sim.fast_layout import Layout
 from meshsim.sim.fast_native import compiled_loop
 from meshsim.sim.fast_program import Lowering
@@ -47,8 +50,26 @@ def _grow_tokens(TI: np.ndarray, TF: np.ndarray, FREE: np.ndarray, free_n: int) 
 
 
 def _depth(scenario: Scenario) -> int:
-    """Frames a token can stack: a call frame and a handler frame per service on the deepest path."""
-    return 2 * len(scenario.topology.services) + 4
+    """Frames a token can stack: a call frame and a handler frame per service on the deepest call path (a fork's
+    branch stacks only the calls below it)."""
+    return 2 * scenario.topology.call_depth() + 4
+
+
+TOKEN_TABLE_MB = 8.0  # the first token tables' size when a token is large (deep graphs); they double as needed
+FIRST_TOKENS, FIRST_HEAP = 1024, 4096
+
+
+def first_tokens(depth: int, threads: int, room: int) -> int:
+    """Tokens to start with: 1024, fewer when a deep graph makes each large (their tables grow as needed), and at
+    least what the load generator's start takes (fortio's parallel warm-up: a token per thread) plus one event's
+    room."""
+    row_bytes = 8 * (V.T_FRAMES + V.TF_FRAMES + 8 * depth)
+    return max(min(FIRST_TOKENS, int(TOKEN_TABLE_MB * 2**20 // row_bytes)), threads + room + V.MARGIN)
+
+
+class EngineOverflow(MeshsimError):
+    """A table of the compiled loop was full although its margins should have kept room (a bug: the loop stopped
+    instead of writing past it)."""
 
 
 _LAST_SETUP: list[FastSetup] = []  # the last setup built in this process: its next replications reuse it
@@ -67,14 +88,15 @@ def fast_setup(scenario: Scenario, workload: Workload, horizon: Horizon) -> Fast
 
 
 def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
-                         replication: int) -> ReplicationResult:
-    """sim/engine.py's run_replication on the compiled engine (same streams, same result fields)."""
+                         replication: int, deadline: float = math.inf) -> ReplicationResult:
+    """sim/engine.py's run_replication on the compiled engine (same streams, same result fields); PastDeadline when
+    it is still running at ``deadline`` (a time.perf_counter() value)."""
     setup = fast_setup(scenario, workload, horizon)
     if not setup.lock.acquire(blocking=False):  # another thread runs on it: this replication builds its own
         setup = FastSetup(scenario, workload, horizon)
         setup.lock.acquire()
     try:
-        result = run_on_setup(setup, seed, replication)
+        result = run_on_setup(setup, seed, replication, deadline)
     finally:
         setup.lock.release()
     if not _FROZEN:
@@ -97,29 +119,39 @@ def _freeze_long_lived() -> None:
     _FROZEN.append(True)
 
 
-def run_on_setup(setup: FastSetup, seed: int, replication: int) -> ReplicationResult:
-    """One replication on a setup (built for it or reused: the same result)."""
+def run_on_setup(setup: FastSetup, seed: int, replication: int, deadline: float = math.inf) -> ReplicationResult:
+    """One replication on a setup (built for it or reused: the same result). The loop comes back to refill its
+    streams every few thousand draws: there it gives up past ``deadline``."""
     buffers = setup.reset(seed, replication)
     workload, horizon, layout = setup.workload, setup.horizon, setup.layout
     I, F, proxies = layout.I, layout.F, setup.proxies
     rate = workload.load.rps if np.isfinite(workload.load.rps) else 1e4  # think time 0: the buffer grows as needed
     LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
-    HT, HI = np.zeros(4096), np.zeros((4096, 2), dtype=np.int64)
-    TI, TF, FREE = _tokens(1024, _depth(setup.scenario))
     flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
+    threads = int(layout.view(K.R_LOADI)[0, V.L_THREADS])  # every user or connection starts at once
+    heap = max(FIRST_HEAP, threads + 2 * int(flags[K.G_HEAP_MARGIN]))
+    HT, HI = np.zeros(heap), np.zeros((heap, 2), dtype=np.int64)
+    depth = _depth(setup.scenario)
+    TI, TF, FREE = _tokens(first_tokens(depth, threads, int(flags[K.G_TOKEN_MARGIN])), depth)
     flags[K.G_FREE_N] = TI.shape[0]
     loop = compiled_loop()
     while True:
         code = loop(I, F, buffers.buf, HT, HI, TI, TF, FREE, LAT, proxies)
+        if flags[K.G_OVERFLOW]:
+            raise EngineOverflow(f"the compiled engine's tables ran out of room ({TI.shape[0]} tokens of {depth} "
+                                 f"frames, {HT.size} heap slots, {LAT.shape[0]} latencies): a bug, please report it; "
+                                 "--engine simpy runs this prediction")
         if code == V.DONE:
             break
+        if time.perf_counter() > deadline:
+            raise PastDeadline(f"replication {replication} still running at its deadline")
         if code == V.REFILL:
             buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0
             continue
-        if flags[K.G_FREE_N] < V.MARGIN:
+        while flags[K.G_FREE_N] < flags[K.G_TOKEN_MARGIN]:
             TI, TF, FREE, flags[K.G_FREE_N] = _grow_tokens(TI, TF, FREE, int(flags[K.G_FREE_N]))
-        if flags[K.G_HEAP_N] + V.MARGIN > HT.size:
+        while flags[K.G_HEAP_N] + flags[K.G_HEAP_MARGIN] > HT.size:
             HT, HI = np.resize(HT, 2 * HT.size), np.resize(HI, (2 * HT.size, 2))
         if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.shape[0]:
             LAT = np.resize(LAT, (2 * LAT.shape[0], 2))

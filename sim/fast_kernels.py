@@ -135,8 +135,12 @@ BALANCE_HASH, BALANCE_ROUND_ROBIN, BALANCE_SHARED_LISTENER = range(3)  # ProxyMo
  PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW) = range(13)
 SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
-G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED = range(8)
-FLAGS = 8
+# (G_TOKEN_MARGIN, G_HEAP_MARGIN: the free tokens and heap slots one event may take at most -- a fork of n calls takes
+# n of each, fortio's timed run starts every thread at once -- set from the scenario by sim/fast_setup.py; G_OVERFLOW:
+# a table was full all the same, so the loop stopped instead of writing past it: see _overflow)
+(G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED, G_TOKEN_MARGIN, G_HEAP_MARGIN,
+ G_OVERFLOW) = range(11)
+FLAGS = 11
 GF_NET, GF_HOST = 0, 1
 # network columns
 NET_LOOP, NET_SAME, NET_CROSS, NET_CLIENT, NET_CLIENT_NODE, NET_PER_HOP, NET_PER_KB, NET_KERNEL = range(8)
@@ -172,6 +176,15 @@ def draw(I, B, s):
     if i >= I[p + STREAM_LIM - STREAM_POS]:
         I[at(I, R_FLAGS, 0, G_LOW)] = 1
     return B[s, i]
+
+
+@jit
+def _overflow(I):
+    """A token, frame, heap or latency table is full although the margins should have kept room: flag it and have
+    the loop stop at its next event (through the refill flag, which it checks anyway); the caller writes nothing.
+    numba checks no bounds, so this guard is what stands between a wrong margin and a write past an array."""
+    I[at(I, R_FLAGS, 0, G_OVERFLOW)] = 1
+    I[at(I, R_FLAGS, 0, G_LOW)] = 1
 
 
 @jit
@@ -543,6 +556,9 @@ def heap_push(I, HT, HI, t, entry):
     """Push (t, entry) on the event heap; ties pop in push order (SimPy's FIFO for equal times)."""
     n_slot, seq_slot = at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_HEAP_SEQ)
     n, seq = I[n_slot], I[seq_slot]
+    if n + 1 >= HT.shape[0]:  # the slot past the heap must stay readable (_sift_down)
+        _overflow(I)
+        return
     I[seq_slot] = seq + 1
     i = n
     while i > 0:
@@ -588,7 +604,7 @@ def _sift_down(HT, HI, n, t, seq, e):
         if child >= n:
             break
         # the earlier child, without a branch: which one is earlier is a coin toss a predictor mostly misses (slot
-        # n, past the heap, is within the array (the loop keeps MARGIN slots free): reading it is safe, and the
+        # n, past the heap, is within the array (heap_push keeps a slot free): reading it is safe, and the
         # first term discards it)
         a, b = HT[child], HT[child + 1]
         child += (child + 1 < n) & ((b < a) | ((b == a) & (HI[child + 1, 0] < HI[child, 0])))
@@ -631,7 +647,7 @@ WARM_NONE, WARM_PARALLEL, WARM_SEQUENTIAL = range(3)
 TH_I, TH_STATE, TH_STREAM = range(3)
 THF_START, THF_END = range(2)
 DONE, REFILL, GROW = range(3)
-MARGIN = 64  # free tokens, heap slots and latency slots an event may use at most
+MARGIN = 64  # latency slots an event may use at most, and the least room kept in the token and heap tables
 
 # Row widths the code fixes (-1: the scenario sets it; read from I's header). A constant width makes ``at`` a load
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
@@ -664,7 +680,11 @@ def _lf(I, col):
 
 @jit
 def _alloc(I, TI, TF, FREE, kind, conn, owner, pc, parent, sent):
+    """A token from the free list (-1 when there is none: flagged, see _overflow)."""
     n_slot = at(I, R_FLAGS, 0, G_FREE_N)
+    if I[n_slot] <= 0:
+        _overflow(I)
+        return -1
     I[n_slot] -= 1
     tok = FREE[I[n_slot]]
     TI[tok, T_PC], TI[tok, T_SP], TI[tok, T_CONN] = pc, 0, conn
@@ -681,8 +701,11 @@ def _release(I, FREE, tok):
 
 
 @jit
-def _push_frame(TI, TF, tok, ret_pc, bal, idx, sent):
+def _push_frame(I, TI, TF, tok, ret_pc, bal, idx, sent):
     sp = TI[tok, T_SP]
+    if T_FRAMES + 4 * sp + 4 > TI.shape[1]:  # deeper than the graph's calls nest: flagged, see _overflow
+        _overflow(I)
+        return
     c, f = T_FRAMES + 4 * sp, TF_FRAMES + 4 * sp
     TI[tok, c + FR_RET], TI[tok, c + FR_BAL], TI[tok, c + FR_IDX], TI[tok, c + FR_SESSION] = ret_pc, bal, idx, 0
     TF[tok, f] = sent
@@ -694,7 +717,7 @@ def _call(I, F, B, TI, TF, tok, route, now, pc):
     """System.call's start: the balancer picks the replica, a frame remembers where to come back."""
     b = I[at(I, R_RBAL, route, 0)]
     idx = balance_start(I, F, B, b)
-    _push_frame(TI, TF, tok, pc + 1, b, idx, now + TF[tok, TF_PENDING])
+    _push_frame(I, TI, TF, tok, pc + 1, b, idx, now + TF[tok, TF_PENDING])
     return I[at(I, R_RPC, route, idx)]
 
 
@@ -785,7 +808,8 @@ def _runs_next(I, F, HT, TI, FREE, LAT, t, stale):
         return False
     if t >= _control_time(I, F) or I[at(I, R_FLAGS, 0, G_LOW)] == 1:
         return False
-    return (I[at(I, R_FLAGS, 0, G_FREE_N)] >= MARGIN and n + MARGIN <= HT.shape[0]
+    return (I[at(I, R_FLAGS, 0, G_FREE_N)] >= I[at(I, R_FLAGS, 0, G_TOKEN_MARGIN)]
+            and n + I[at(I, R_FLAGS, 0, G_HEAP_MARGIN)] <= HT.shape[0]
             and I[_li(I, L_NLAT)] + MARGIN <= LAT.shape[0])
 
 
@@ -821,7 +845,7 @@ def step(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now, stale):
             TI[tok, T_SP] = sp
             TI[tok, T_PC] = TI[tok, c + FR_RET]
         elif code == OP_GOSUB:
-            _push_frame(TI, TF, tok, pc + 1, -1, -1, now)
+            _push_frame(I, TI, TF, tok, pc + 1, -1, -1, now)
             TI[tok, T_PC] = I[o + 1]
         elif code == OP_RET:
             sp = TI[tok, T_SP] - 1
@@ -882,6 +906,9 @@ def _request_done(I, F, B, HT, HI, TI, TF, FREE, LAT, tok, now):
 def _record(I, LAT, latency, at_time):
     """A measured answer: its latency, and the time the series files it under (sent, or wrk2's answer time)."""
     n = _li(I, L_NLAT)
+    if I[n] >= LAT.shape[0]:
+        _overflow(I)
+        return
     LAT[I[n], 0] = latency
     LAT[I[n], 1] = at_time
     I[n] += 1
@@ -1142,16 +1169,18 @@ def _control(I, F, t, proxies):
 
 @jit
 def run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):
-    """Process events until the drain ends (DONE), a stream runs low (REFILL) or room runs short (GROW)."""
+    """Process events until the drain ends (DONE), a stream runs low (REFILL) or room runs short (GROW); a table
+    found full all the same (G_OVERFLOW) returns as REFILL does."""
     low, heap_n, free_n, nlat = (at(I, R_FLAGS, 0, G_LOW), at(I, R_FLAGS, 0, G_HEAP_N), at(I, R_FLAGS, 0, G_FREE_N),
                                  _li(I, L_NLAT))
+    token_margin, heap_margin = I[at(I, R_FLAGS, 0, G_TOKEN_MARGIN)], I[at(I, R_FLAGS, 0, G_HEAP_MARGIN)]
     if I[at(I, R_FLAGS, 0, G_STARTED)] == 0:  # one entry point: one compiled library to load from the cache
         I[at(I, R_FLAGS, 0, G_STARTED)] = 1
         start_load(I, F, B, HT, HI, TI, TF, FREE)
     while True:
         if I[low] == 1:
             return REFILL
-        if I[free_n] < MARGIN or I[heap_n] + MARGIN > HT.shape[0] or I[nlat] + MARGIN > LAT.shape[0]:
+        if I[free_n] < token_margin or I[heap_n] + heap_margin > HT.shape[0] or I[nlat] + MARGIN > LAT.shape[0]:
             return GROW
         t_control = _control_time(I, F)
         if I[heap_n] == 0 or HT[0] >= t_control:

@@ -27,7 +27,20 @@ from meshsim.sim.streams import BATCH, Streams
 from meshsim.sim.system import System
 from meshsim.sim.window_series import window_edges
 
-CAPACITY = 8 * BATCH + K.LOW_WATER  # a stream's buffer: up to 8 batches ahead
+# A stream's buffer holds up to 8 batches ahead (fewer returns from the compiled loop to refill), as long as all
+# the streams' buffers stay within BUFFERS_MB; past that (a chain of 1,000 sidecars draws from ~12,000 streams) a
+# stream draws one batch at a time: as many values, drawn in more refills.
+MAX_AHEAD = 8
+BUFFERS_MB = 64.0
+
+
+def stream_capacity(streams: int) -> int:
+    """Values a stream's buffer holds: whole batches ahead (1 to MAX_AHEAD) and the low-water margin."""
+    ahead = int(BUFFERS_MB * 2**20 // (max(streams, 1) * BATCH * 8))
+    return min(max(ahead, 1), MAX_AHEAD) * BATCH + K.LOW_WATER
+
+
+CAPACITY = stream_capacity(1)  # the most a stream's buffer holds
 
 
 class FastSetup:
@@ -51,7 +64,8 @@ class FastSetup:
         # what the run writes into the System (sim/fast_engine.py's _write_back), as it was built
         self._objects = [(obj, dict(vars(obj))) for obj in
                          (*lowering.station_list, *lowering.proxy_list, system.net, system)]
-        self._buffer = np.zeros((max(len(lowering.streams.refills), 1), CAPACITY))
+        count = max(len(lowering.streams.refills), 1)
+        self._buffer = np.zeros((count, stream_capacity(count)))
         self._check_rebind(streams)
 
     def reset(self, seed: int, replication: int) -> StreamBuffers:
@@ -125,13 +139,13 @@ class StreamBuffers:
             left = self.end[s] - self.pos[s]
             self.buf[s, :left] = self.buf[s, self.pos[s]:self.end[s]]
             self.pos[s], self.end[s] = 0, left
-            self.ahead[s] = min(2 * self.ahead[s], 8)
+            self.ahead[s] = min(2 * self.ahead[s], MAX_AHEAD)
             batches = self.ahead[s]
             if now > 0.0:
                 need = (self.drawn[s] - left) / now * max(until - now, 0.0) + K.LOW_WATER - left
                 batches = min(batches, max(1, math.ceil(need / BATCH)))
             for _ in range(batches):
-                if self.end[s] + BATCH > CAPACITY:
+                if self.end[s] + BATCH > self.buf.shape[1]:
                     break
                 self._append(s)
 
@@ -220,6 +234,7 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
     samples = _sample_rows(horizon, len(lowering.station_list), load_i)
     flags = np.zeros(K.FLAGS, dtype=np.int64)
     flags[K.G_NODES], flags[K.G_CORES] = len(lowering.system.node_cpu), width
+    flags[K.G_TOKEN_MARGIN], flags[K.G_HEAP_MARGIN] = event_room(lowering, load_i)
     n_streams = max(len(lowering.streams.refills), 1)
     tables = {
         K.R_STREAM: np.zeros((n_streams, 2), dtype=np.int64),
@@ -233,6 +248,15 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
         K.R_SAMPLES: samples,
     }
     return tables, len(lowering.proxy_list)
+
+
+def event_room(lowering: Lowering, load_i: np.ndarray) -> tuple[int, int]:
+    """The free tokens and heap slots one event may take at most: a fork takes one of each per branch, fortio's
+    timed run pushes every thread's first wake-up at once (the start's bursts -- every user or connection, fortio's
+    parallel warm-up -- come before the first event: the tables' first sizes cover them, sim/fast_engine.py)."""
+    fork = max((len(branches) for branches in lowering.forks), default=0)
+    threads = int(load_i[V.L_THREADS]) if load_i[V.L_KIND] == V.LOAD_FORTIO else 0
+    return K.MARGIN + fork, K.MARGIN + fork + threads + 2  # + the next arrival or window edge, and a wait
 
 
 def _sample_rows(horizon: Horizon, stations: int, load_i: np.ndarray) -> np.ndarray:

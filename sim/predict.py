@@ -26,21 +26,17 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim.cost import CostEstimate, check_budget, time_left_for_another_batch
+from meshsim.sim.cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
 from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.saturation_search import fell_behind, find_saturation, unstable as _unstable
+from meshsim.sim.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
 from meshsim.sim.latency_estimates import expected_arrivals, latency_estimates, latency_interval
 from meshsim.sim.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval
 from meshsim.sim.transient_cut import TransientCut, cut_for, start_kept
 from meshsim.sim.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
-# Station visits per second of one core (sim/cost.py's unit), measured by tests/bench_engine.py on a shared 2-core
-# machine: they turn a cost estimate into seconds.
-SIMPY_VISITS_PER_S = 4e4
-FAST_VISITS_PER_S = 1e6
 
 
 @dataclass(frozen=True)
@@ -169,11 +165,10 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
     if choice.name == "fast" and not compiled_code_cached():
         load_compiled_engine(progress)
         started = time.perf_counter()  # the one-off compile is not the prediction's time: --time-limit starts now
-    speed = FAST_VISITS_PER_S if choice.name == "fast" else SIMPY_VISITS_PER_S
-    if progress and cost.events > 2 * speed:  # above ~2 s of one core a run says what it is about to do
-        progress(f"estimated cost: {cost.summary()}, ~{cost.events / speed:.0f} s of one core on the {choice.name} "
-                 "engine before the precision target adds replications")
     processes = settings.processes or _default_processes(choice, cost.events, settings.replications is None)
+    plan = cost.plan(ENGINE_SPEEDS[choice.name], choice.name, processes, settings)
+    if progress and plan:
+        progress(plan)
     target = settings.replications
     first = target if target is not None else max(settings.min_replications, processes)
     runner = ReplicationRunner((scenario, workload, horizon, settings.seed, choice.name), min(processes, first))
@@ -187,7 +182,10 @@ def run_prediction(request: PredictRequest, progress: Progress | None = None) ->
         runner.close(interrupted=True)  # an interrupt must not wait for the replications running in the workers
         raise
     runner.close()
-    prediction = _summarise(request, horizon, results, started, progress, choice, cut_of(results))
+    # how much slower than the cost model the replications ran (a busy or slow machine): the search's probes too
+    model_s = replace(cost, replications=len(results)).seconds(ENGINE_SPEEDS[choice.name], processes)
+    pace = max(1.0, (time.perf_counter() - started) / model_s) if model_s > 0 else 1.0
+    prediction = _summarise(request, horizon, results, started, progress, choice, cut_of(results), pace)
     return replace(prediction, warnings=prediction.warnings + (limited,)) if limited else prediction
 
 
@@ -264,7 +262,7 @@ def _default_processes(choice: EngineChoice, events: float, until_precise: bool)
     cores = min(os.cpu_count() or 1, 8)
     if choice.name != "fast":
         return cores
-    if cores == 1 or events < (0.2 if until_precise else 1.0) * FAST_VISITS_PER_S:
+    if cores == 1 or events < (0.2 if until_precise else 1.0) * ENGINE_SPEEDS["fast"].visits_per_s:
         return 1
     load_compiled_engine()
     return cores
@@ -281,7 +279,8 @@ def node_utilizations(results: list[ReplicationResult]) -> dict[str, float]:
 
 
 def _summarise(request: PredictRequest, horizon: Horizon, results: list[ReplicationResult], started: float,
-               progress: Progress | None, choice: EngineChoice, cut: TransientCut) -> Prediction:
+               progress: Progress | None, choice: EngineChoice, cut: TransientCut,
+               pace: float = 1.0) -> Prediction:
     scenario, workload, settings = request.scenario, request.workload, request.settings
     latency = latency_estimates(results, cut, expected_arrivals(workload.load, horizon))
     achieved = t_interval([r.achieved_rps for r in results]).at_least(0.0)
@@ -321,10 +320,15 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if progress:
             progress("searching the saturation rate")
         deadline = started + settings.time_limit_s if settings.time_limit_s else math.inf
+        clock = ProbeClock(deadline, ENGINE_SPEEDS[choice.name], settings.max_events, pace)
         saturation = find_saturation(scenario, workload, replace(settings, engine=choice.name), results, util,
-                                     deadline=deadline)
-        if time.perf_counter() > deadline:
-            warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search: "
+                                     clock=clock)
+        if "budget" in clock.stopped:
+            warnings.append(f"the saturation search stopped: {clock.stopped}; its estimate ({saturation:.0f} rps) "
+                            "may be off by more than 3 %")
+        elif clock.stopped or time.perf_counter() > deadline:
+            reason = f" ({clock.stopped})" if clock.stopped else ""
+            warnings.append(f"time limit {settings.time_limit_s:g} s reached during the saturation search{reason}: "
                             f"its estimate ({saturation:.0f} rps) may be off by more than 3 %")
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")

@@ -7,6 +7,7 @@ same numbers for it (common random numbers): a difference between them is the ch
 from __future__ import annotations
 
 import zlib
+from array import array
 from itertools import chain
 from typing import Callable, Sequence
 
@@ -141,8 +142,10 @@ class Sampler:
         # chain of batches, each drawn when the previous one is used up: the order of draws is the batches' order
         self.draw: Callable[[], float] = chain.from_iterable(iter(self._batch, None)).__next__
 
-    def _batch(self) -> list[float]:
-        return clamped_batch(self._dist, self._rng).tolist()
+    def _batch(self) -> array:
+        """The next batch as packed doubles: 8 bytes a value where a list of floats takes 32 (a chain of 1,000
+        sidecars draws from ~10,000 samplers); iterating it gives the same floats."""
+        return array("d", clamped_batch(self._dist, self._rng).tobytes())
 
     def __call__(self) -> float:
         return self.draw()

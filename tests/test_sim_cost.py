@@ -157,7 +157,7 @@ def test_the_saturation_search_starts_no_probe_past_its_deadline(monkeypatch) ->
 
     calls = []
     probe = prediction.run_one_replication  # every probe runs through it, on either engine
-    monkeypatch.setattr(prediction, "run_one_replication", lambda job: calls.append(job) or probe(job))
+    monkeypatch.setattr(prediction, "run_one_replication", lambda job, *deadline: calls.append(job) or probe(job))
     request = build_request(PredictOptions(topology="single", mesh="none", rps=200, duration_s=0.5,
                                            replications=2, processes=1))
     results = [real(request.scenario, request.workload, Horizon(0.5, 0.1), 1, i) for i in range(2)]
