@@ -74,8 +74,8 @@ def run_regenerate(args: argparse.Namespace) -> int:
 
     args.flag_overrides = {"study": "--studies", "folder": "DIR", "out": "DIR"}
     settings = StudySettings(short=args.short, seed=args.seed, processes=args.processes)
-    print(regenerate(args.out, settings, args.studies,
-                     lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)))
+    print_result(regenerate(args.out, settings, args.studies,
+                            lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)))
     return 0
 
 
@@ -83,5 +83,5 @@ def run_table(args: argparse.Namespace) -> int:
     from meshsim.calibrate.studies.study_regenerate import shipped_table
 
     args.flag_overrides = {"folder": "DIR"}
-    print(shipped_table(args.folder))
+    print_result(shipped_table(args.folder))
     return 0
