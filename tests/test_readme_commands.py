@@ -1,6 +1,7 @@
 """The README stays a user's page that works: every `meshsim ...` command in its code blocks exists and its flags
 parse (the real argparse parser, without running the command's work), it stays within 300 lines, and every relative
-link in it, and in docs/, points at a file (and a heading) that exists."""
+link in it, and in docs/, points at a file (and a heading) that exists, as does every file of the repository they
+name in code (`tests/test_x.py`, `measurements/...`): a module that moved is a broken sentence."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ README = REPO / "README.md"
 MAX_LINES = 300
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+NAMED_PATH = re.compile(r"`((?:sim|meshsim|calibrate|dash_app|tests|tools|models|measurements|docs)/[\w./*-]*)`")
+# placeholders, schema names (`meshsim/mesh/v1`) and the folder the lab writes into by default are not files
+PLACEHOLDER = re.compile(r"NAME|MESH|CHECKOUT|DIR|OUT|FILE|\bX\b|\*|<|^meshsim/\w+/v\d+$|^measurements/lab/$")
 
 
 def code_blocks(text: str) -> list[str]:
@@ -111,3 +115,11 @@ def test_every_relative_link_resolves(page: Path) -> None:
         assert target.exists(), f"{page.name}: link {link} points at nothing"
         if anchor and target.suffix == ".md":
             assert anchor in _anchors(target), f"{page.name}: link {link}: no such heading in {target.name}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_repository_path_named_in_code_exists(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    named = {m for m in NAMED_PATH.findall(text) if not PLACEHOLDER.search(m)}
+    missing = sorted(m for m in named if not (REPO / m).exists())
+    assert not missing, f"{page.name} names files that do not exist: {', '.join(missing)}"
