@@ -34,7 +34,7 @@ def _block(fit: MemoryFit, what: str) -> dict:
 
 
 def fitted(folder: Path) -> dict:
-    """Every fit the README reports, from the folder's CSVs and the shipped Istio 1.7 table."""
+    """Every fit the folder's README reports, from the folder's CSVs and the shipped Istio 1.7 table."""
     lab = lab_observations(folder / "rss.csv")
     lab_fit = fit_memory(lab, ("mtls",))
     out = {"source": "tests/bench_lab_memory.py --refit (meshsim.calibrate.load.memory_fit); MB = MiB (VmRSS kB/1024, "

@@ -3,7 +3,7 @@
     .venv/bin/python tests/bench_predict.py [--rps 3500] [--topology chain3] [--mesh istio]
 
 Prints the wall time, the number of replications and requests, simulated requests per wall second, and the p99's
-95 % CI half-width relative to p99 -- the figures quoted in the README.
+95 % CI half-width relative to p99 -- the figures quoted in docs/performance.md.
 
     .venv/bin/python tests/bench_predict.py --reference CHECKOUT [--reference ...] [--rounds 5]
         [--case chain3:3500 ...]

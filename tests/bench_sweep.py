@@ -6,7 +6,7 @@ Runs the same 160-point grid ``--rounds`` times (the order reversed every other 
 with an empty cache: in 1 local process, in N local processes, on a Dask cluster of 1 worker and of N workers
 (``distributed.LocalCluster``: one single-threaded worker process each, every socket on 127.0.0.1). Prints each wall
 time, the speed-up over one worker and the speed-up per worker (speed-up / N: 1.0 is perfect scaling), and checks
-that every run gave the same table. The README quotes these figures.
+that every run gave the same table. docs/performance.md quotes these figures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Accuracy benchmark (not collected by pytest): the full lab validation plan, printed as the README's Markdown table.
+"""Accuracy benchmark (not collected by pytest): the full lab validation plan, printed as a Markdown table.
 
     python tests/bench_validate_lab.py [OUT_DIR]      # ~3 min on 2 cores; keeps runs, model and report.html
 

@@ -188,6 +188,7 @@ STDOUT_COMMANDS = {
     "factorial": ["factorial", "--factor", "mtls", "--replications", "2", "--rps", "100", "--duration", "1",
                   "--json"],
     "study": ["study", "list"],
+    "study table": ["study", "table", str(ROOT / "docs" / "studies")],
     "sweep": SWEEP + ["--out", "{tmp}/s.csv"],
     "lab": ["lab", "down", "--state-dir", "{tmp}/no-lab"],
 }
@@ -210,7 +211,7 @@ def test_a_closed_stdout_is_refused_before_any_work(command: str, monkeypatch, t
     assert not (tmp_path / "cache").exists()  # sweep: refused before the first point
 
 
-@pytest.mark.parametrize("command", ["predict", "sweep", "lab"])
+@pytest.mark.parametrize("command", ["predict", "sweep", "lab", "study table"])
 def test_a_broken_pipe_is_an_error(command: str, monkeypatch, tmp_path: Path, capsys) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader has gone

@@ -115,7 +115,7 @@ def test_reports_carry_the_skill_and_the_verdict(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", study_names())
 def test_each_shipped_study_has_its_skill(name: str) -> None:
-    """docs/studies/NAME/study.json (what the README shows) carries the naive forecast, the per-column medians and
+    """docs/studies/NAME/study.json (what docs/studies.md shows) carries the naive forecast, the per-column medians and
     the verdict, and its cells carry their naive values."""
     data = json.loads((SHIPPED / name / "study.json").read_text())
     s = data["summary"]

@@ -1,8 +1,8 @@
-"""The shipped studies: regenerate docs/studies/<name>/ in one command, and the README's table from those files.
+"""The shipped studies: regenerate docs/studies/<name>/ in one command, and the study table from those files.
 
 ``meshsim study regenerate docs/studies`` runs every study (or ``--studies NAME ...``) with full settings, one at a
 time, and writes each into ``DIR/NAME`` (study.json, cells.csv, the figure); ``meshsim study table docs/studies``
-prints the README's table from the study.json files found there.
+prints the study table from the study.json files found there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from meshsim.calibrate.studies.study_skill_report import readme_table
 def regenerate(out_dir: str, settings: StudySettings, names: Sequence[str] | None = None,
                progress: Progress | None = None) -> str:
     """Run ``names`` (default: every study) one after another, write each into ``out_dir/NAME`` as soon as it is
-    done, and return the README table of every study now in ``out_dir``."""
+    done, and return the study table of every study now in ``out_dir``."""
     studies = [load_study(name) for name in (names or study_names())]  # an unknown name fails before any run
     for study in studies:
         if progress:

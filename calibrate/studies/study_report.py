@@ -1,7 +1,7 @@
 """A study's result on screen and on disk: the cell table, the HTML page, and the published-vs-predicted figure.
 
 ``--out DIR`` writes ``study.json`` (the JSON of ``--json``), ``cells.csv`` (one row per cell, pandas) and
-``published-vs-predicted.svg`` (the README's figure); the figure builder is a pure function of the result.
+``published-vs-predicted.svg`` (the figure docs/studies.md shows); the figure builder is a pure function of the result.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A study's skill against its naive forecast on screen: lines under the text table, a table in the HTML page, and
-the README's row per study (study_skill computes the numbers; this module only renders a summary's dict)."""
+the study table's row per study, docs/studies.md (study_skill computes the numbers; this module only renders a
+summary's dict)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def _short(column: str) -> str:
 
 
 def readme_row(study: Mapping[str, Any]) -> str:
-    """One study's row of the README table, from its study.json: cells by role, the predicted latency cells'
+    """One study's row of the study table, from its study.json: cells by role, the predicted latency cells'
     medians (model, naive, skill), the same per column, and whether it beats the naive forecast."""
     s = study["summary"]
     skill = s.get("skill") or {}

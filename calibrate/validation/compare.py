@@ -26,6 +26,7 @@ from meshsim.errors import FieldError, MeshsimError, ModelError
 from meshsim.topology import Topology
 from meshsim.yamlio import input_file_problem
 
+from meshsim.calibrate.validation.column_accuracy import ColumnAccuracy, ScoredRun, column_accuracy
 from meshsim.calibrate.validation.replay import CannotReplay, replay
 from meshsim.progress import Progress
 
@@ -77,14 +78,28 @@ class RunComparison:
     predicted_cdf: tuple[list[float], list[float]]
     notes: tuple[str, ...] = ()
     breakdown_ms: Mapping[str, float] = field(default_factory=dict)  # where the predicted time goes, per request
+    payload_bytes: int | None = None
 
     def error(self, key: str) -> float:
         return self.achieved_rps.rel_error if key == "rps" else self.latency_ms[key].rel_error
 
+    def metric(self, key: str) -> Metric:
+        return self.achieved_rps if key == "rps" else self.latency_ms[key]
+
+    @property
+    def same_setup(self) -> str:
+        """The setup with its payload: what two runs must share to be repeats (or a naive copy) of each other."""
+        return self.setup if self.payload_bytes is None else f"{self.setup} {self.payload_bytes} B"
+
+    def scored(self) -> ScoredRun:
+        return ScoredRun(self.run_id, self.setup, self.rps, self.connections, self.payload_bytes or 0, self.role,
+                         {k: self.metric(k).measured for k in SUMMARY_KEYS},
+                         {k: self.metric(k).predicted for k in SUMMARY_KEYS})
+
     def to_dict(self, cdf: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "run": self.run_id, "folder": self.folder, "role": self.role, "status": self.status,
-            "setup": self.setup, "rps": self.rps, "connections": self.connections,
+            "setup": self.setup, "payload_bytes": self.payload_bytes, "rps": self.rps, "connections": self.connections,
             "latency_ms": {k: m.to_dict() for k, m in self.latency_ms.items()},
             "achieved_rps": self.achieved_rps.to_dict(),
             "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
@@ -120,16 +135,16 @@ class Validation:
 
     def repeatability(self) -> dict[str, SummaryRow]:
         """How far the measurement itself moves when the same setup is measured again: |a - b| / mean(a, b) over
-        every pair of runs with the same setup, rate and connections (any role). It is the floor under any model's
+        every pair of runs with the same setup, payload, rate and connections (any role). It is the floor under any model's
         error on these runs: a prediction cannot be expected closer to a run than a repeat of that run is."""
         groups: dict[tuple[str, float, int], list[RunComparison]] = {}
         for c in self.comparisons:
-            groups.setdefault((c.setup, c.rps, c.connections), []).append(c)
+            groups.setdefault((c.same_setup, c.rps, c.connections), []).append(c)
         rows = {}
         for key in SUMMARY_KEYS:
             diffs = []
             for (setup, rps, conns), members in groups.items():
-                values = [(c.achieved_rps.measured if key == "rps" else c.latency_ms[key].measured) for c in members]
+                values = [c.metric(key).measured for c in members]
                 for i in range(len(values)):
                     for j in range(i + 1, len(values)):
                         a, b = values[i], values[j]
@@ -139,6 +154,11 @@ class Validation:
                 worst = max(diffs)
                 rows[key] = SummaryRow(key, len(diffs), statistics.median(d for d, _ in diffs), worst[0], worst[1])
         return rows
+
+    def by_column(self, column: str) -> list[ColumnAccuracy]:
+        """Median |error| per value of ``column`` (connections, rps or payload) beside the naive forecast (column_accuracy)."""
+        return column_accuracy([c.scored() for c in self.comparisons], [c.scored() for c in self.summarised()],
+                               column, SUMMARY_KEYS)
 
     def summary(self) -> dict[str, SummaryRow]:
         rows = {}
@@ -202,7 +222,7 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
     return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
                          pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes),
-                         dict(pred.get("time_breakdown_ms") or {}))
+                         dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes)
 
 
 def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:

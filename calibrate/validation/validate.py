@@ -7,9 +7,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from meshsim.calibrate.validation.compare import Validation, gate, parse_thresholds, validate_runs
-from meshsim.calibrate.validation.text_report import table, to_json
-from meshsim.errors import Interrupted, MeshsimError
+from meshsim.calibrate.validation.column_accuracy import COLUMNS, NAIVE_FORECAST, accuracy_lines
+from meshsim.calibrate.validation.compare import SUMMARY_KEYS, Validation, gate, parse_thresholds, validate_runs
+from meshsim.calibrate.validation.text_report import LABELS, table, to_json
+from meshsim.errors import FieldError, Interrupted, MeshsimError
 from meshsim.outputs import OutputError, check_file, check_folder
 from meshsim.progress import Progress
 
@@ -39,8 +40,11 @@ def validate(
     seed: int = 1,
     processes: int | None = None,
     progress: Progress | None = None,
+    by: str | None = None,
 ) -> Outcome:
+    """``by`` (connections, rps or payload) adds the median |error| per column beside the naive forecast (column_accuracy)."""
     thresholds = parse_thresholds(fail_above) if fail_above is not None else None  # bad flag: fail before work
+    check_column(by)
     if html is not None:
         check_file(html, "html")
     v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
@@ -51,10 +55,16 @@ def validate(
     if not v.comparisons:  # exit 0 after skipping every run would read as "validated"
         first = v.skipped[0] if v.skipped else "no runs"
         raise MeshsimError(f"RUN_DIR: no run could be validated ({len(v.skipped)} skipped; first: {first})")
-    return render(v, thresholds, html, as_json)
+    return render(v, thresholds, html, as_json, by)
 
 
-def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path | None, as_json: bool) -> Outcome:
+def check_column(by: str | None) -> None:
+    if by is not None and by not in COLUMNS:
+        raise FieldError("by", f"must be one of {', '.join(COLUMNS)}, got {by!r}")
+
+
+def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path | None, as_json: bool,
+           by: str | None = None) -> Outcome:
     """Gate, HTML report and the text to print, for a finished validation."""
     failures = tuple(gate(v, thresholds)) if thresholds is not None else ()
     written = None
@@ -71,9 +81,13 @@ def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path 
         data["gate"] = None if thresholds is None else {"thresholds": thresholds, "failures": list(failures),
                                                         "passed": not failures}
         data["html"] = str(written) if written else None
+        data["by_column"] = None if by is None else {"column": by, "naive_forecast": NAIVE_FORECAST,
+                                                     "rows": [r.to_dict() for r in v.by_column(by)]}
         text = json.dumps(data, indent=1, allow_nan=False)
     else:
         text = table(v) + (f"\nwrote {written}" if written else "")
+        if by is not None:
+            text += "\n" + accuracy_lines(v.by_column(by), SUMMARY_KEYS, LABELS)
         if thresholds is not None:
             text += "\ngate: " + ("passed" if not failures else "FAILED: " + "; ".join(failures))
     return Outcome(v, text, failures, written, output_error=output_error)

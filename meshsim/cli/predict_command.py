@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "within --precision)")
     p.add_argument("--min-replications", type=int, metavar="N", help="replications before the precision rule first "
                    "looks (default 4; a later first look makes the reported interval more trustworthy where the p99 "
-                   "is noisy, near saturation, and costs easy points replications: README, Statistics)")
+                   "is noisy, near saturation, and costs easy points replications: docs/model.md, Statistics)")
     p.add_argument("--precision", type=float, default=0.05, help="target p99 95 %% CI half-width / p99 (default "
                    "0.05)")
     p.add_argument("--seed", type=int, default=1, help="root of every random stream (default 1); the same seed "

@@ -56,14 +56,14 @@ def run_one(args: argparse.Namespace) -> int:
 
 def _register_shipped(study_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g = study_sub.add_parser("regenerate", help="run the studies with full settings, one at a time, write each to "
-                             "DIR/NAME (docs/studies is what the README shows) and print the README's table")
+                             "DIR/NAME (docs/studies is what docs/studies.md shows) and print the study table")
     g.add_argument("out", metavar="DIR", help="the folder of study folders, e.g. docs/studies")
     g.add_argument("--studies", nargs="+", metavar="NAME", help="only these studies (default: all five)")
     g.add_argument("--short", action="store_true", help="the test suite's settings (not for shipping)")
     g.add_argument("--seed", type=int, default=1, help="root seed of every prediction (default 1)")
     g.add_argument("--processes", type=int, help="replications run in parallel (default: the cores, up to 8)")
     g.set_defaults(handler=run_regenerate)
-    t = study_sub.add_parser("table", help="print the README's study table from DIR/NAME/study.json")
+    t = study_sub.add_parser("table", help="print the study table (docs/studies.md) from DIR/NAME/study.json")
     t.add_argument("folder", metavar="DIR", help="the folder of study folders, e.g. docs/studies")
     t.set_defaults(handler=run_table)
 
@@ -74,8 +74,8 @@ def run_regenerate(args: argparse.Namespace) -> int:
 
     args.flag_overrides = {"study": "--studies", "folder": "DIR", "out": "DIR"}
     settings = StudySettings(short=args.short, seed=args.seed, processes=args.processes)
-    print(regenerate(args.out, settings, args.studies,
-                     lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)))
+    print_result(regenerate(args.out, settings, args.studies,
+                            lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)))
     return 0
 
 
@@ -83,5 +83,5 @@ def run_table(args: argparse.Namespace) -> int:
     from meshsim.calibrate.studies.study_regenerate import shipped_table
 
     args.flag_overrides = {"folder": "DIR"}
-    print(shipped_table(args.folder))
+    print_result(shipped_table(args.folder))
     return 0

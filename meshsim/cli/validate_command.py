@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from meshsim.errors import MeshsimError
 from meshsim.outputs import print_result
 
 
@@ -13,8 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Replay every run folder in the simulator with its own setup and fortio workload "
                                    "and compare measured with predicted percentiles, achieved rate and CPU. Runs the "
                                    "model was fitted from are marked FIT and left out of the summary.")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders (manifest.yaml + fortio.json), or "
-                   "folders holding run folders")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders (manifest.yaml + fortio.json), or "
+                   "folders holding run folders (or --rows)")
     p.add_argument("--model", required=True, metavar="FILE", help="mesh model file, e.g. models/meshes/istio-1.2.yaml")
     p.add_argument("--topology", metavar="NAME|FILE", help="replay every run on this topology instead of the one "
                    "derived from the manifests")
@@ -25,19 +26,45 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "threshold; keys p50 p90 p99 p999 max rps, e.g. p50=10%%,p99=20%%")
     p.add_argument("--include-fit-runs", action="store_true", help="count the runs the model was fitted from in the "
                    "summary and the gate")
-    p.add_argument("--replications", type=int, default=4, help="simulator replications per run (default 4)")
-    p.add_argument("--sim-duration", type=float, default=20.0, metavar="S",
+    p.add_argument("--by", choices=("connections", "rps", "payload"), help="also print the median |error| per "
+                   "connection count, rate or payload, beside a naive forecast (the nearest fit run of the same setup, "
+                   "copied)")
+    p.add_argument("--rows", action="append", default=[], metavar="CSV", help="summary rows (Istio's benchmark.csv) "
+                   "instead of run folders, replayed as the model's fit (meshsim fit --rows) did; repeatable")
+    p.add_argument("--replications", type=int, help="simulator replications per run (default 4)")
+    p.add_argument("--sim-duration", type=float, metavar="S",
                    help="cap on the simulated seconds per replication (default 20)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, help="(default 1)")
     p.set_defaults(handler=run)
+
+
+def run_rows(args: argparse.Namespace) -> int:
+    """``meshsim validate --rows``: summary rows replayed with the settings their fit recorded."""
+    from meshsim.calibrate.validation.rows_check import validate_rows
+
+    given = {"RUN_DIR": args.run_dirs, "--topology": args.topology, "--html": args.html,
+             "--fail-above": args.fail_above, "--replications": args.replications,
+             "--sim-duration": args.sim_duration, "--seed": args.seed}
+    for flag, value in given.items():
+        if value:
+            raise MeshsimError(f"--rows: {flag} does not apply to summary rows (they are replayed with the settings "
+                               "the model's fit recorded)")
+    print_result(validate_rows(args.model, args.rows, by=args.by, as_json=args.json,
+                               include_fit_runs=args.include_fit_runs,
+                               progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True)))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.validation.validate import validate
 
+    if args.rows:
+        return run_rows(args)
     outcome = validate(args.model, args.run_dirs, topology=args.topology, html=args.html, as_json=args.json,
                        fail_above=args.fail_above, include_fit_runs=args.include_fit_runs,
-                       replications=args.replications, sim_duration_s=args.sim_duration, seed=args.seed,
+                       replications=4 if args.replications is None else args.replications,
+                       sim_duration_s=20.0 if args.sim_duration is None else args.sim_duration,
+                       seed=1 if args.seed is None else args.seed, by=args.by,
                        progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print_result(outcome.text)
     for line in outcome.failures:
