@@ -32,8 +32,12 @@ PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet '.[test]'
-# build the fast engine once (a native module beside numba's disk cache, which it fills too), so that the tests'
-# workers load it instead of building it twice
-echo "setup: building the fast engine (numba, ahead of time; kept on disk)"
-.venv/bin/python -c "from meshsim.sim.fast_engine import load_compiled; load_compiled()"
+# build the fast engine (a native module beside numba's disk cache, which it fills too) for both copies the tests
+# import, so that no test builds it: the checkout's (pytest, and `python -m` run in this folder, put the repository's
+# root first on sys.path) and the installed one (`meshsim`, and `python -m meshsim` started in any other folder)
+echo "setup: building the fast engine (numba, ahead of time; kept on disk) for the checkout and the installed package"
+build='from meshsim.sim.fast_engine import load_compiled; load_compiled()'
+.venv/bin/python -c "$build"
+repo="$(pwd)"
+(cd / && "$repo/.venv/bin/python" -c "$build")
 echo "setup: done ($(.venv/bin/meshsim --version))"
