@@ -60,6 +60,9 @@ class ProbeClock:
     def run(self, job: tuple[Scenario, Workload, Horizon, int, int, str]) -> ReplicationResult | None:
         """The probe's result (run_one_replication's job), or None when it may not start."""
         scenario, workload, horizon = job[:3]
+        if time.perf_counter() >= self.deadline:  # said first: whatever else would stop it, the limit has passed
+            self.stopped = "the time limit had passed before its next probe"
+            return None
         cost = estimate(scenario, workload, RunSettings(replications=1), horizon)
         if cost.events > self.max_events or cost.memory_mb > DEFAULT_MAX_MEMORY_MB:
             self.stopped = f"its next probe would take {cost.summary()}, above the budget"
