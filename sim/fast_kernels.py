@@ -95,7 +95,7 @@ def _indices_from_the_start() -> Iterator[None]:
     from numba.np import arrayobj
 
     wrapping = getattr(arrayobj, "fix_integer_index", None)
-    if wrapping is None:  # another numba than the pinned one: its own indexing (slower, the same results)
+    if wrapping is None:  # a numba without this hook (0.62-0.68.1 have it): its own indexing (slower, same results)
         yield
         return
 
