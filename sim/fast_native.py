@@ -7,10 +7,15 @@ loads in milliseconds. It holds the same machine code: its one export calls ``ru
 and everything it inlines are compiled with the JIT's own options, numpy's error model included), and the results
 are bit-identical (tests/test_fast_native.py).
 
+The build uses numba.pycc, numba's only ahead-of-time compiler up to numba 0.68.1 (the release tested): pending
+deprecation since numba 0.57 ("Replacement technology is being developed", numba/pycc/__init__.py), with no supported
+successor yet -- 0.68.1 has no other ahead-of-time path in its source, and numba-pixie, the numba team's experimental
+successor, has only a 0.0.1.dev0 pre-release (2024). So pycc is used while numba ships it; a numba without it makes
+the build fail like a missing compiler, and the loop runs on numba's JIT (tests/test_fast_native.py checks both).
 Building needs C and C++ compilers and Python's headers (numba.pycc checks both compilers, compiles a small C
 wrapper and links with setuptools).
-Where they are missing, the build fails once, says so in one line, leaves a marker so that later processes do not
-try again, and the loop runs on numba's JIT instead (its disk cache then saves the compile, not the import).
+Where any of this is missing, the build fails once, says so in one line, leaves a marker so that later processes do
+not try again, and the loop runs on numba's JIT instead (its disk cache then saves the compile, not the import).
 
 The module lives where numba's cache does (NUMBA_CACHE_DIR, else ``__pycache__`` next to this package when it is
 writable, else the user's cache folder); its name carries a key of everything its code depends on.
@@ -43,6 +48,14 @@ _NAMES: dict[Path, str] = {}
 
 class NativeBuildError(MeshsimError):
     """The native module could not be built (no C compiler or Python headers, typically)."""
+
+    remedy = "with gcc, g++ and Python's headers it loads faster"
+
+
+class NoAheadOfTimeCompiler(NativeBuildError):
+    """The installed numba has no numba.pycc (removed after its deprecation): no compiler can help."""
+
+    remedy = "a numba that still ships numba.pycc, such as 0.68.1, builds it"
 
 
 def cache_dir() -> Path:
@@ -116,6 +129,8 @@ def build_native(directory: Path | None = None) -> Path:
         with _build_lock(path):
             if not path.exists():
                 _compile(path)
+    except NativeBuildError:
+        raise
     except Exception as exc:  # the toolchain's errors are of many kinds; every one means "no native module"
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise NativeBuildError(f"could not build the native loop in {path.parent} ({type(exc).__name__}: "
@@ -142,8 +157,7 @@ def _native_or_jit(directory: Path | None, say: Callable[[str], None]) -> Loop:
         try:
             build_native(directory)
         except NativeBuildError as exc:
-            say(f"engine: {exc}; the loop runs on numba's JIT instead (with gcc, g++ and Python's headers it "
-                f"loads faster)")
+            say(f"engine: {exc}; the loop runs on numba's JIT instead ({exc.remedy})")
             try:
                 marker.write_text(str(exc) + "\n")
             except OSError:
@@ -160,8 +174,8 @@ def _compile(path: Path) -> None:
     """numba.pycc: one export, ``run``, calling the kernels' ``run`` dispatcher (compiled with its own options and
     saved in numba's JIT cache on the way). Written under a temporary name, then renamed: never half a module."""
     import shutil
-    import warnings
 
+    compiler = _pycc()
     run = jit_loop()
 
     def entry(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):  # noqa: N803 (the kernels' array names)
@@ -171,10 +185,7 @@ def _compile(path: Path) -> None:
     staging = path.parent / f".building-{os.getpid()}"
     staging.mkdir(exist_ok=True)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pycc's pending deprecation: numba is pinned below 0.63, which has it
-            from numba.pycc import CC
-        cc = CC(name)
+        cc = compiler(name)
         cc.output_dir = str(staging)
         cc.target_cpu = "host"
         cc.verbose = False
@@ -183,6 +194,20 @@ def _compile(path: Path) -> None:
         os.replace(staging / path.name, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _pycc() -> type:
+    """numba.pycc's CC, without its pending-deprecation warning (the module docstring says why pycc is used)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from numba.pycc import CC
+        except ImportError as exc:
+            raise NoAheadOfTimeCompiler(f"could not build the native loop: numba {_installed('numba')} has no "
+                                        f"numba.pycc ({exc})") from exc
+    return CC
 
 
 @contextmanager

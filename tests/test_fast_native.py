@@ -75,6 +75,24 @@ def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_
     assert again is loop and len(heard) == 1
 
 
+def test_the_installed_numba_still_ships_its_ahead_of_time_compiler() -> None:
+    """numba.pycc builds the native module: pending deprecation since numba 0.57, still in 0.68.1, with no supported
+    successor yet (sim/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
+    then pays numba's import: this fails so that the suite notices such a numba."""
+    assert fast_native._pycc().__module__.startswith("numba.pycc")
+
+
+def test_without_numbas_pycc_the_loop_falls_back_to_the_jit_and_says_why(tmp_path, monkeypatch) -> None:
+    """A numba without numba.pycc (a later release may remove it): one line naming numba.pycc, not the compilers."""
+    monkeypatch.setitem(sys.modules, "numba.pycc", None)  # `from numba.pycc import CC` raises ImportError
+    monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
+    heard: list[str] = []
+    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    assert hasattr(loop, "py_func"), "expected numba's dispatcher after a failed build"
+    assert len(heard) == 1 and "has no numba.pycc" in heard[0] and "JIT" in heard[0], heard
+    assert "gcc" not in heard[0] and fast_native.failure_marker(tmp_path).exists()
+
+
 def test_a_stale_module_is_never_loaded_its_name_follows_the_kernels_source(tmp_path, monkeypatch) -> None:
     """A changed kernel never loads a stale module: the module's name hashes the source it was built from."""
     name = fast_native.module_name()
