@@ -22,7 +22,7 @@ from meshsim.errors import FieldError
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Compute, Parallel
 from meshsim.wakeup import WakeUp
-from meshsim.workload import FortioLoad, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
+from meshsim.workload import RunSettings, Workload
 from meshsim.sim.engine import Horizon
 
 # Default budget: 5e7 station visits. Measured on a shared 2-core machine (chain3/istio, bookinfo/linkerd, chain5
@@ -179,11 +179,7 @@ def _branches(step: object, done: dict[str, PathCost]) -> float:
 def offered_rps(workload: Workload, floor_s: float) -> float:
     """The highest rate the load generator can send: open and fortio loads their rps, sequential users at most
     one request per (think + idle-system latency) each."""
-    load = workload.load
-    if isinstance(load, SequentialLoad):
-        cycle = load.think.mean + floor_s
-        return load.users / cycle if cycle > 0 else math.inf
-    return load.rps
+    return workload.load.offered_rps(floor_s)
 
 
 def _instances(scenario: Scenario) -> int:
@@ -234,11 +230,10 @@ def estimate(scenario: Scenario, workload: Workload, settings: RunSettings, hori
     requests = rps * horizon.duration if rps < math.inf else math.inf  # the drain sends nothing new
     replications = settings.replications if settings.replications is not None else settings.min_replications
     load = workload.load
-    processes = load.users if isinstance(load, SequentialLoad) else load.connections \
-        if isinstance(load, (FortioLoad, Wrk2Load)) else 1
+    processes = load.processes
     stations, instances = _stations(scenario), _instances(scenario)
     samples = requests * replications
-    tokens_mb = _tokens_mb(scenario, path, rps, processes, not isinstance(load, OpenLoad))
+    tokens_mb = _tokens_mb(scenario, path, rps, processes, not load.is_open)
     memory_mb = (stations * KB_PER_STATION + processes * KB_PER_PROCESS + instances * KB_PER_INSTANCE) / 1024 + \
         samples * BYTES_PER_SAMPLE / 2**20 + tokens_mb
     return CostEstimate(path.visits, path.floor_s, rps, requests, replications, path.visits * requests * replications,
@@ -254,18 +249,16 @@ def _driver(scenario: Scenario, workload: Workload, settings: RunSettings, cost:
     if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.stations * KB_PER_STATION / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
         return "proxy_workers" if scenario.meshed else "topology"
     if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.tokens_mb > DEFAULT_MAX_MEMORY_MB / 2:
-        return "rps" if isinstance(load, OpenLoad) else "connections"
+        return load.in_flight_field
     if cost.memory_mb > DEFAULT_MAX_MEMORY_MB and cost.instances * KB_PER_INSTANCE / 1024 > DEFAULT_MAX_MEMORY_MB / 2:
         return "topology"
     if settings.replications is not None and settings.replications > 100:
         return "replications"
-    if isinstance(load, SequentialLoad):
-        return "connections"
+    if load.rate_is_outcome:
+        return "connections"  # sequential users: their count sets the rate
     if settings.duration_s is not None and _default_length_fits(cost, settings, max_events):
         return "duration_s"  # the run's default length would fit: the duration asked for is what costs
-    if isinstance(load, OpenLoad) and load.profile is not None:
-        return "profile"
-    return "rps"
+    return load.rate_field
 
 
 def _default_length_fits(cost: CostEstimate, settings: RunSettings, max_events: float) -> bool:
@@ -310,14 +303,7 @@ def _horizon_driver(workload: Workload, settings: RunSettings, cost: CostEstimat
     """The duration when one was given and the rate's own default length would be fine, else the rate."""
     rate_fine = _default_length_fits(cost, settings, max_events) and \
         settings.requests_per_replication / cost.rps <= MAX_SIMULATED_S
-    return "duration_s" if settings.duration_s is not None and rate_fine else _rate_field(workload)
-
-
-def _rate_field(workload: Workload) -> str:
-    load = workload.load
-    if isinstance(load, SequentialLoad):
-        return "think_ms"
-    return "profile" if isinstance(load, OpenLoad) and load.profile is not None else "rps"
+    return "duration_s" if settings.duration_s is not None and rate_fine else workload.load.rate_field
 
 
 def time_left_for_another_batch(elapsed_s: float, last_batch_s: float, time_limit_s: float | None) -> bool:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import simpy
 
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Parallel, Step
-from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim.loadgen import LoadTrace, fortio_threads, open_arrivals, sequential_users, wrk2_connections
+from meshsim.workload import Load, Workload
+from meshsim.sim.loadgen import LoadTrace, start_generator
 from meshsim.sim.streams import Streams
 from meshsim.sim.system import System
 from meshsim.sim.window_series import ReplicationSeries, replication_series, start_sampler
@@ -108,8 +107,8 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
         opened.succeed()
 
     load = workload.load
-    _start_load(env, system, load, horizon.duration, record, streams, trace, open_window)
-    if isinstance(load, FortioLoad):
+    start_generator(env, system, load, horizon.duration, record, streams, trace, open_window)
+    if load.runs_fixed_calls:  # fortio: its untimed warm-up calls come first
         env.run(until=opened)
 
     origin = trace.origin  # the load's own times (duration, warm-up cut) count from here
@@ -125,7 +124,7 @@ def run_replication(scenario: Scenario, workload: Workload, horizon: Horizon, se
     env.run(until=origin + horizon.duration + horizon.drain)
 
     # fortio reports calls / elapsed where elapsed ends when its last thread ends; open loads use the window
-    end = max(trace.ends) if isinstance(load, FortioLoad) and trace.ends else origin + horizon.duration
+    end = max(trace.ends) if load.runs_fixed_calls and trace.ends else origin + horizon.duration
     window = max(end - origin - warmup, 1e-12)
     measured = len(latencies)
     achieved = measured / window
@@ -160,24 +159,6 @@ def in_filed_order(latencies: np.ndarray, filed_at: np.ndarray) -> tuple[np.ndar
     answers came back in."""
     order = np.lexsort((latencies, filed_at))
     return latencies[order], filed_at[order]
-
-
-def _start_load(env: simpy.Environment, system: System, load: Load, duration: float,
-                record: Callable[[float, float], None], streams: Streams, trace: LoadTrace,
-                open_window: Callable[[], None]) -> None:
-    """The load generator's processes; the timed run's window opens now, or after fortio's warm-up calls."""
-    if isinstance(load, FortioLoad):
-        fortio_threads(env, system, load, duration, record, streams, trace, open_window)
-        return
-    open_window()
-    if isinstance(load, OpenLoad):
-        open_arrivals(env, system, load, duration, record, streams, trace)
-    elif isinstance(load, SequentialLoad):
-        sequential_users(env, system, load, duration, record, streams, trace)
-    elif isinstance(load, Wrk2Load):
-        wrk2_connections(env, system, load, duration, record, trace)
-    else:  # pragma: no cover - the workload types are closed
-        raise TypeError(f"unknown load {load!r}")
 
 
 BREAKDOWN_KEYS = ("proxy work", "proxy delay (worker free)", "proxy worker queueing", "wake-ups", "app work",
@@ -251,7 +232,7 @@ def backlog(load: Load, sent: np.ndarray, latencies: np.ndarray, start: float, e
     by the change in the number it holds); an overloaded one falls behind by (offered - capacity) x the half window
     and answers at its capacity -- whichever of its parts is the bottleneck, and whatever the utilisations say.
     Other loads wait for their answers (fortio, sequential users) or time their own lag (wrk2): (0, nan)."""
-    if not isinstance(load, OpenLoad) or end <= start:
+    if not load.is_open or end <= start:
         return 0, math.nan
     mid = (start + end) / 2
     done = sent + latencies
@@ -269,7 +250,7 @@ def node_utilization(system: System, window: float) -> dict[str, float]:
 
 def _usage(system: System, window: float) -> dict[str, ComponentUsage]:
     usage: dict[str, ComponentUsage] = {}
-    open_load = isinstance(system.workload.load, OpenLoad)  # its connection ids are nominal (memory counts the pool)
+    open_load = system.workload.load.is_open  # its connection ids are nominal (memory counts the pool)
     for component, station, proxy in system.stations():
         u = usage.setdefault(component, ComponentUsage())
         busy = sum(station.busy)

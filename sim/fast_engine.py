@@ -18,7 +18,7 @@ import numpy as np
 
 from meshsim.errors import MeshsimError
 from meshsim.scenario import Scenario
-from meshsim.workload import FortioLoad, OpenLoad, Workload
+from meshsim.workload import OpenLoad, Workload
 from meshsim.sim import fast_kernels as K
 from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine import (Horizon, PastDeadline, ReplicationResult, _usage, backlog, expected_wire_bytes,
@@ -189,7 +189,7 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
     """engine.run_replication's summary of the run, from the compiled loop's counters."""
     load_i, load_f = layout.view(K.R_LOADI)[0], layout.view(K.R_LOADF)[0]
     origin, warmup = float(load_f[V.LF_ORIGIN]), horizon.warmup
-    if isinstance(workload.load, FortioLoad) and load_i[V.L_ENDS]:
+    if workload.load.runs_fixed_calls and load_i[V.L_ENDS]:
         end = float(load_f[V.LF_MAX_END])  # fortio's elapsed ends when its last thread ends
     else:
         end = origin + horizon.duration

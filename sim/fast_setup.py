@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -152,12 +154,7 @@ class StreamBuffers:
 
 def connections_of(workload: Workload, duration: float) -> int:
     """Connection ids the load uses (they index the proxies' worker bindings)."""
-    load = workload.load
-    if isinstance(load, FortioLoad):
-        return FortioPlan.of(load, duration).threads
-    if isinstance(load, SequentialLoad):
-        return load.users
-    return load.connections
+    return LOWERINGS[type(workload.load)].connections(workload.load, duration)
 
 
 def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, client_pc: int) -> tuple:
@@ -169,29 +166,17 @@ def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, c
     load_f[V.LF_DURATION], load_f[V.LF_WARMUP], load_f[V.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
     load_f[V.LF_MAX_END], load_f[V.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
     load_i[V.L_CLIENT_PC], load_i[V.L_JITTER] = client_pc, -1
-    profile = np.zeros((1, 2))
-    threads = 1
-    if isinstance(load, OpenLoad):
-        profile = _open_load(load, streams, table, load_i, load_f)
-    elif isinstance(load, FortioLoad):
-        threads = _fortio_load(load, horizon, streams, table, load_i, load_f)
-    elif isinstance(load, Wrk2Load):
-        load_i[V.L_KIND], threads = V.LOAD_WRK2, load.used_connections
-        load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
-    else:
-        load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
-        threads = load.users
+    lowering = LOWERINGS[type(load)]
+    threads, profile = lowering.lower(load, horizon, streams, table, load_i, load_f)
     load_i[V.L_THREADS] = threads
     th_i, th_f = np.zeros((threads, 3), dtype=np.int64), np.zeros((threads, 3))
-    if isinstance(load, SequentialLoad):
-        for user in range(threads):
-            th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
-    if isinstance(load, Wrk2Load):  # connection i of a thread connects i x 5 ms after the thread starts
-        th_f[:, V.THF_START] = (np.arange(threads) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
+    if lowering.threads is not None:
+        lowering.threads(load, streams, table, th_i, th_f)
     return load_i, load_f, th_i, th_f, profile
 
 
-def _open_load(load: OpenLoad, streams: Streams, table, load_i: np.ndarray, load_f: np.ndarray) -> np.ndarray:
+def _open_load(load: OpenLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
+               load_f: np.ndarray) -> tuple[int, np.ndarray]:
     """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
     peak = load.profile.max_rps if load.profile is not None else load.rps
     load_i[V.L_KIND] = V.LOAD_OPEN
@@ -199,17 +184,17 @@ def _open_load(load: OpenLoad, streams: Streams, table, load_i: np.ndarray, load
     load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
     load_i[V.L_CONNECTIONS] = load.connections
     if load.profile is None:
-        return np.zeros((1, 2))
+        return 1, np.zeros((1, 2))
     load_i[V.L_PROFILE] = V.PROFILE_STEPS if load.profile.kind == "steps" else V.PROFILE_RAMP
     load_i[V.L_POINTS] = len(load.profile.points)
     load_i[V.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
     load_f[V.LF_PEAK] = peak
-    return np.array(load.profile.points, dtype=float).reshape(-1, 2)
+    return 1, np.array(load.profile.points, dtype=float).reshape(-1, 2)
 
 
 def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
-                 load_f: np.ndarray) -> int:
-    """fortio's plan, pacing options and warm-up mode; returns its threads."""
+                 load_f: np.ndarray) -> tuple[int, np.ndarray]:
+    """fortio's plan, pacing options and warm-up mode; one thread per planned fortio thread."""
     plan = FortioPlan.of(load, horizon.duration)
     load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
     load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
@@ -218,7 +203,51 @@ def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, lo
     load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
                              "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
     load_f[V.LF_RATE] = load.rps / plan.threads
-    return plan.threads
+    return plan.threads, np.zeros((1, 2))
+
+
+def _wrk2_load(load: Wrk2Load, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
+               load_f: np.ndarray) -> tuple[int, np.ndarray]:
+    """wrk2's schedule: one thread per used connection."""
+    load_i[V.L_KIND] = V.LOAD_WRK2
+    load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
+    return load.used_connections, np.zeros((1, 2))
+
+
+def _wrk2_threads(load: Wrk2Load, streams: Streams, table, th_i: np.ndarray, th_f: np.ndarray) -> None:
+    """Connection i of a thread connects i x 5 ms after the thread starts."""
+    th_f[:, V.THF_START] = (np.arange(len(th_f)) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
+
+
+def _sequential_load(load: SequentialLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
+                     load_f: np.ndarray) -> tuple[int, np.ndarray]:
+    load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
+    return load.users, np.zeros((1, 2))
+
+
+def _sequential_threads(load: SequentialLoad, streams: Streams, table, th_i: np.ndarray, th_f: np.ndarray) -> None:
+    """Each user's think-time stream."""
+    for user in range(len(th_i)):
+        th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
+
+
+@dataclass(frozen=True)
+class LoadLowering:
+    """How one load kind is lowered to the compiled engine: its connection ids, its parameters (returning its
+    threads and rate profile points) and, if it has any, its per-thread state."""
+
+    connections: Callable[[Any, float], int]
+    lower: Callable[..., tuple[int, np.ndarray]]
+    threads: Callable[..., None] | None = None
+
+
+# Keyed by the load's type (the SimPy engine's counterpart is loadgen.GENERATORS).
+LOWERINGS: dict[type, LoadLowering] = {
+    OpenLoad: LoadLowering(lambda load, duration: load.connections, _open_load),
+    FortioLoad: LoadLowering(lambda load, duration: FortioPlan.of(load, duration).threads, _fortio_load),
+    Wrk2Load: LoadLowering(lambda load, duration: load.connections, _wrk2_load, _wrk2_threads),
+    SequentialLoad: LoadLowering(lambda load, duration: load.users, _sequential_load, _sequential_threads),
+}
 
 
 def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: Streams) -> tuple[dict, int]:

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from meshsim.workload import Load, OpenLoad
+from meshsim.workload import Load
 from meshsim.sim.engine import Horizon, ReplicationResult
 from meshsim.sim.stats import (LATENCY_KEYS, PERCENTILES, Estimate, controlled_interval, latency_summary, sectioned,
                                t_interval)
@@ -30,9 +30,7 @@ def expected_arrivals(load: Load, horizon: Horizon) -> float | None:
     expectation is its rate times the window. None for the other loads: fortio's and wrk2's schedules fix their
     count, sequential users' answers set it, and a rate profile is left out (its expectation is the rate's
     integral)."""
-    if isinstance(load, OpenLoad) and load.profile is None and math.isfinite(load.rps) and load.rps > 0:
-        return load.rps * (horizon.duration - horizon.warmup)
-    return None
+    return load.expected_arrivals(horizon.duration - horizon.warmup)
 
 
 def replication_interval(values: Sequence[float], results: Sequence[ReplicationResult],

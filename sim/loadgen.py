@@ -22,7 +22,7 @@ from typing import Callable
 import simpy
 
 from meshsim.distributions import Exponential
-from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Wrk2Load
+from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Wrk2Load
 from meshsim.sim.streams import Sampler, Streams
 from meshsim.sim.system import Process, System
 
@@ -239,3 +239,41 @@ def _wrk2_connection(env: simpy.Environment, system: System, conn: int, pacer: W
         record(env.now, env.now - intended)
         if uncorrected is not None:
             uncorrected(env.now, env.now - sent)
+
+
+Generator = Callable[[simpy.Environment, System, Load, float, Record, Streams, LoadTrace, Callable[[], None]], None]
+
+
+def _start_fortio(env: simpy.Environment, system: System, load: FortioLoad, duration: float, record: Record,
+                  streams: Streams, trace: LoadTrace, open_window: Callable[[], None]) -> None:
+    fortio_threads(env, system, load, duration, record, streams, trace, open_window)  # opens after its warm-up
+
+
+def _start_open(env: simpy.Environment, system: System, load: OpenLoad, duration: float, record: Record,
+                streams: Streams, trace: LoadTrace, open_window: Callable[[], None]) -> None:
+    open_window()
+    open_arrivals(env, system, load, duration, record, streams, trace)
+
+
+def _start_sequential(env: simpy.Environment, system: System, load: SequentialLoad, duration: float, record: Record,
+                      streams: Streams, trace: LoadTrace, open_window: Callable[[], None]) -> None:
+    open_window()
+    sequential_users(env, system, load, duration, record, streams, trace)
+
+
+def _start_wrk2(env: simpy.Environment, system: System, load: Wrk2Load, duration: float, record: Record,
+                streams: Streams, trace: LoadTrace, open_window: Callable[[], None]) -> None:
+    open_window()
+    wrk2_connections(env, system, load, duration, record, trace)
+
+
+# How each load kind starts its generator on the SimPy engine (the compiled engine's counterpart is
+# fast_setup.LOWERINGS); a registry keyed by the load's type keeps the data model free of the engine.
+GENERATORS: dict[type, Generator] = {FortioLoad: _start_fortio, OpenLoad: _start_open,
+                                     SequentialLoad: _start_sequential, Wrk2Load: _start_wrk2}
+
+
+def start_generator(env: simpy.Environment, system: System, load: Load, duration: float, record: Record,
+                    streams: Streams, trace: LoadTrace, open_window: Callable[[], None]) -> None:
+    """The load generator's processes; the timed run's window opens now, or after fortio's warm-up calls."""
+    GENERATORS[type(load)](env, system, load, duration, record, streams, trace, open_window)

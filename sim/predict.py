@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -25,7 +25,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
-from meshsim.workload import FortioLoad, Load, OpenLoad, RunSettings, SequentialLoad, Workload, Wrk2Load
+from meshsim.workload import Load, RunSettings, Workload
 from meshsim.sim.cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
 from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
@@ -128,17 +128,17 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
     duration = settings.duration_s
     # A rate profile is the run: its length is the default duration, and none of it is cut as warm-up (its start is
     # part of what was asked for); the cost budget still guards a long one (check_budget names `profile`).
-    profile_length = load.profile.length_s if isinstance(load, OpenLoad) and load.profile is not None else None
+    profile_length = load.profile.length_s if load.profile is not None else None
     if duration is None:
         duration = profile_length if profile_length is not None else \
             max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
     warmup = settings.warmup_s
     if warmup is None:
         # Measured from the start: the transient is cut after the run (sim/transient_cut.py). A run that keeps its
-        # start as before: fortio reports every call it made and a profile is the run, other loads cut 10 %.
+        # start as before: a load cuts its own share (fortio none: it reports every call it made; others 10 %) and
+        # a profile is the run.
         keeps_start = start_kept(load, settings) is not None
-        warmup = 0.1 * duration if keeps_start and not isinstance(load, FortioLoad) and profile_length is None \
-            else 0.0
+        warmup = load.default_warmup_share * duration if keeps_start and profile_length is None else 0.0
     if warmup >= duration:
         raise FieldError("warmup_s", f"{warmup:g} s must be shorter than the run ({duration:g} s, duration_s)")
     return Horizon(duration, warmup, settings.drain_s, window_for(load, settings.timeseries_s, duration - warmup))
@@ -300,13 +300,9 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     load = workload.load
     behind = bool(results) and fell_behind(results)  # an open load's answers falling behind what it sends
     saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99) or behind
-    if isinstance(load, FortioLoad) and achieved.value < 0.95 * load.rps:
-        warnings.append(f"fortio achieved {achieved.value:.0f} of {load.rps:.0f} rps: its {load.connections} "
-                        "connection(s) wait for each answer, so throughput caps at connections / latency")
-    if isinstance(load, Wrk2Load) and achieved.value < 0.95 * load.rps:
-        warnings.append(f"wrk2 achieved {achieved.value:.0f} of {load.rps:.0f} rps: each of its "
-                        f"{load.used_connections} connection(s) waits for its answer and falls behind its schedule, "
-                        "so latency from the intended send time grows with the run length")
+    shortfall = load.shortfall(achieved.value)
+    if shortfall:
+        warnings.append(shortfall)
     if behind and util and util[bottleneck] < 0.99:
         growth = float(np.mean([r.backlog_growth for r in results]))
         warnings.append(f"saturated: the answers fall behind the requests sent ({growth:.0f} more sent than "
@@ -332,7 +328,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
                             f"its estimate ({saturation:.0f} rps) may be off by more than 3 %")
     if not results or latency["p99"].value != latency["p99"].value:
         warnings.append("no request completed inside the measurement window")
-    if saturated and isinstance(load, OpenLoad) and math.isfinite(saturation) and saturation < load.rps:
+    if saturated and load.is_open and math.isfinite(saturation) and saturation < load.rps:
         # Past saturation the completions inside a finite window fall with the backlog (bookinfo: 31, 19, 8 rps at
         # 200, 300, 400 offered): what the system can do is its capacity, whatever is offered.
         warnings.append(f"saturated: offered {load.rps:g} rps is above the capacity of {saturation:.0f} rps; "
@@ -355,12 +351,7 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,
             replications: int, choice: EngineChoice = EngineChoice("simpy")) -> dict[str, Any]:
     load = workload.load
-    load_dict: dict[str, Any] = {"model": type(load).__name__}
-    for key, value in asdict(load).items():
-        load_dict[key] = value if not isinstance(value, dict) else str(value)
-    if isinstance(load, SequentialLoad):
-        load_dict["think_ms"] = load.think.mean / MS
-        load_dict.pop("think", None)
+    load_dict = load.described()
     topo, mesh = scenario.topology, scenario.mesh
     expected = expected_arrivals(load, horizon)
     return {

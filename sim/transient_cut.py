@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from meshsim.workload import Load, OpenLoad, RunSettings
+from meshsim.workload import Load, RunSettings
 from meshsim.sim.engine import ReplicationResult
 from meshsim.sim.saturation_search import fell_behind, unstable
 
@@ -76,7 +76,7 @@ def start_kept(load: Load, settings: RunSettings) -> str | None:
     transient is found in the output and cut."""
     if settings.warmup_s is not None:
         return "a warm-up was given (warmup_s, --warmup): the run is measured from there"
-    if isinstance(load, OpenLoad) and load.profile is not None:
+    if load.profile is not None:
         return "a rate profile is the run: its start is part of what was asked for"
     if settings.timeseries_s:
         return ("a time series shows the run from its start (timeseries_s, --timeseries): the default warm-up "

@@ -23,7 +23,7 @@ import simpy
 
 from meshsim.distributions import MS
 from meshsim.errors import FieldError
-from meshsim.workload import FortioLoad, Load, OpenLoad, Wrk2Load
+from meshsim.workload import Load
 
 # A profile's default window: about this many windows over its length, rounded to 1, 2 or 5 x 10^k seconds
 # (a 6-minute ramp gets 10 s windows, a 20 s ramp 0.5 s).
@@ -41,7 +41,7 @@ def default_window(duration_s: float) -> float:
 def window_for(load: Load, requested_s: float | None, duration_s: float) -> float | None:
     """The series' window: the one asked for, else a default for a rate profile, else None (no series)."""
     if requested_s is None:
-        if isinstance(load, OpenLoad) and load.profile is not None:
+        if load.profile is not None:
             return default_window(duration_s)
         return None
     if requested_s > duration_s:
@@ -54,11 +54,7 @@ def window_for(load: Load, requested_s: float | None, duration_s: float) -> floa
 
 def offered_rps(load: Load, start: float, end: float) -> float | None:
     """What the load generator offers over [start, end) (None for sequential users: their rate is an outcome)."""
-    if isinstance(load, OpenLoad):
-        return load.profile.mean_rps(start, end) if load.profile is not None else load.rps
-    if isinstance(load, (FortioLoad, Wrk2Load)):
-        return load.rps
-    return None
+    return load.offered_between(start, end)
 
 
 # -- inside one replication ----------------------------------------------------------------------------------------
