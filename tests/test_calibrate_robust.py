@@ -335,11 +335,12 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
     folders: list[Path] = []
 
     def refusing(times: int):
-        def calibrate_lab(mesh, out_dir, model, say, **kwargs):
-            folders.append(Path(out_dir))
+        def calibrate_lab(plan, say):
+            out_dir = plan.out_dir
+            folders.append(out_dir)
             if len(folders) <= times:
                 raise FitRefused("refused", "proxy.outbound_pass", [f"{out_dir.name}/run-1"])
-            return SimpleNamespace(run_dirs=(Path(out_dir) / "run-1",))
+            return SimpleNamespace(run_dirs=(out_dir / "run-1",))
         return calibrate_lab
 
     lines: list[str] = []
