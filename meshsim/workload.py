@@ -81,8 +81,8 @@ class LoadKind:
     """What the engines and the cost model ask of every load kind; each kind below answers what differs.
 
     Kept as data and small methods here (the data model knows no engine): how a kind starts its generator and is
-    lowered to the compiled engine lives in sim/, in registries keyed by its type (sim/loadgen.py GENERATORS,
-    sim/fast_setup.py LOWERINGS)."""
+    lowered to the compiled engine lives in sim/, in registries keyed by its type (sim/engine/loadgen.py GENERATORS,
+    sim/fast/fast_setup.py LOWERINGS)."""
 
     # arrivals independent of the answers (a backlog can grow; connection ids are nominal)
     is_open: ClassVar[bool] = False
@@ -327,14 +327,14 @@ class RunSettings:
     processes: int | None = None
     drain_s: float = 5.0
     saturation_search: bool = True  # find the saturation rate (costly: sweeps find it from their curve instead)
-    # Bounded cost (meshsim.sim.cost): a run estimated above max_events station visits is refused before it starts;
+    # Bounded cost (meshsim.sim.experiments.run_cost): a run estimated above max_events station visits is refused before it starts;
     # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
     max_events: float = 5e7
     time_limit_s: float | None = 60.0
     # Window of the latency/rate/CPU time series in seconds; None: a rate profile gets one with a window chosen from
-    # its length (sim/window_series.py), a constant load none.
+    # its length (sim/engine/window_series.py), a constant load none.
     timeseries_s: float | None = None
-    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/fast_coverage.py)
+    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/engine_choice.py)
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:

@@ -34,7 +34,7 @@ def _model(wakeup: dict | None) -> dict:
 
 
 def _run(tmp: Path, connections: int) -> Path:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _model(TRUTH)
     pred = predict(calibration_topology(model, tmp), "none", rps=1000, load="fortio", connections=connections,

@@ -6,8 +6,9 @@ answered) were all marked saturated with their proxies' workers under 1 % busy."
 from __future__ import annotations
 
 from meshsim.distributions import Deterministic
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.saturation_search import unstable
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.saturation_search import unstable
 from meshsim.workload import OpenLoad, Workload, Wrk2Load
 from simkit import plain, station_topology
 

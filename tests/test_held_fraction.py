@@ -47,7 +47,7 @@ def _model(fraction: float, sides: dict[str, float] | None = None) -> dict:
 
 def _burst_run(tmp: Path, connections: int, path: str = "both-sidecars", sides: dict[str, float] | None = None
                ) -> Path:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _model(TRUE_FRACTION, sides)
     model_path = tmp / "truth.yaml"

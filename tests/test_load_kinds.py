@@ -12,8 +12,8 @@ import pytest
 from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.workload import FortioLoad, Load, OpenLoad, RateProfile, SequentialLoad, Wrk2Load
-from meshsim.sim.fast_setup import LOWERINGS
-from meshsim.sim.loadgen import GENERATORS
+from meshsim.sim.fast.fast_setup import LOWERINGS
+from meshsim.sim.engine.loadgen import GENERATORS
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = get_args(Load)
@@ -23,8 +23,8 @@ EXAMPLES = [OpenLoad(1000.0), OpenLoad(1000.0, profile=RateProfile.ramp(100, 900
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
 def test_both_engines_know_every_load_kind(kind: type) -> None:
-    assert kind in GENERATORS, f"the SimPy engine cannot start {kind.__name__} (sim/loadgen.py GENERATORS)"
-    assert kind in LOWERINGS, f"the compiled engine cannot lower {kind.__name__} (sim/fast_setup.py LOWERINGS)"
+    assert kind in GENERATORS, f"the SimPy engine cannot start {kind.__name__} (sim/engine/loadgen.py GENERATORS)"
+    assert kind in LOWERINGS, f"the compiled engine cannot lower {kind.__name__} (sim/fast/fast_setup.py LOWERINGS)"
 
 
 @pytest.mark.parametrize("load", EXAMPLES, ids=lambda x: type(x).__name__)

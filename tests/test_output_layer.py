@@ -111,7 +111,7 @@ def test_write_time_failures_of_the_library_writers_name_their_option(tmp_path: 
     import yaml
 
     from meshsim.calibrate.fit.model_file import write_model
-    from meshsim.sim.sweep_cache import PointCache
+    from meshsim.sim.experiments.sweep_cache import PointCache
 
     model = yaml.safe_load((Path(__file__).resolve().parents[1] / "models/meshes/istio-1.2.yaml").read_text())
     with file_size_limit(512):

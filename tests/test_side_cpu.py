@@ -10,8 +10,9 @@ from meshsim.distributions import Deterministic
 from meshsim.errors import ModelError
 from meshsim.mesh import MeshModel, ProxyModel, SideCpu, mesh_from_data
 from meshsim.scenario import Scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
 from meshsim.workload import FortioLoad, Workload
 from simkit import ZERO, station_topology
 

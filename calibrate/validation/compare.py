@@ -304,7 +304,7 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
 def _compare_one(validation: Validation, run: Run, plan: Any, model_path: Path, fitted: set[str],
                  topology_runs: set[str], counter: str, say: Progress) -> None:
     """Replay one run and append its comparison (or a skip note) to ``validation``."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
     say(f"{counter} simulating {run.id} ({role}) ...")

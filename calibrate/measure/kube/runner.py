@@ -83,7 +83,7 @@ def _proxy_cpu_limit(pods: list[dict[str, Any]], mesh: MeshProfile) -> float | N
         for c in p["spec"].get("containers", []):
             if c["name"] == mesh.sidecar_container:
                 limit = (c.get("resources") or {}).get("limits", {}).get("cpu")
-                return usage._cpu(str(limit)) if limit else None
+                return usage.cpu_quantity(str(limit)) if limit else None
     return None
 
 

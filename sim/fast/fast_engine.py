@@ -1,9 +1,9 @@
-"""One replication on the compiled engine: the same Scenario and Workload as sim/engine.py, the same named random
-streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast_kernels.py), loaded from
-a native module built once (sim/fast_native.py).
+"""One replication on the compiled engine: the same Scenario and Workload as sim/engine/simpy_replication.py, the same named random
+streams, the same ReplicationResult; the request logic runs as a numba program (sim/fast/fast_kernels.py), loaded from
+a native module built once (sim/fast/fast_native.py).
 
-The SimPy engine stays the reference: the setup (sim/fast_setup.py) builds the SimPy ``System`` (the wiring, the
-samplers) and lowers it (sim/fast_program.py), once for every replication of a prediction; this module runs the
+The SimPy engine stays the reference: the setup (sim/fast/fast_setup.py) builds the SimPy ``System`` (the wiring, the
+samplers) and lowers it (sim/fast/fast_program.py), once for every replication of a prediction; this module runs the
 compiled loop, then writes the counters back into the System's stations and proxies so that usage, memory and the
 time breakdown come from the very functions the SimPy engine uses.
 """
@@ -19,16 +19,16 @@ import numpy as np
 from meshsim.errors import MeshsimError
 from meshsim.scenario import Scenario
 from meshsim.workload import OpenLoad, Workload
-from meshsim.sim import fast_kernels as K
-from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import (Horizon, PastDeadline, ReplicationResult, _usage, backlog, expected_wire_bytes,
-                                in_filed_order, node_utilization, time_breakdown)
-from meshsim.sim.fast_layout import Layout
-from meshsim.sim.fast_native import compiled_loop
-from meshsim.sim.fast_program import Lowering
-from meshsim.sim.fast_setup import FastSetup
-from meshsim.sim.system import System
-from meshsim.sim.window_series import CpuSampler, ReplicationSeries, replication_series, window_edges
+from meshsim.sim.fast import fast_kernels as K
+from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
+from meshsim.sim.engine.replication_measures import backlog, component_usage, expected_wire_bytes, node_utilization, time_breakdown
+from meshsim.sim.engine.replication_result import Horizon, in_filed_order, PastDeadline, ReplicationResult
+from meshsim.sim.fast.fast_layout import Layout
+from meshsim.sim.fast.fast_native import compiled_loop
+from meshsim.sim.fast.fast_program import Lowering
+from meshsim.sim.fast.fast_setup import FastSetup
+from meshsim.sim.engine.system import System
+from meshsim.sim.engine.window_series import CpuSampler, ReplicationSeries, replication_series, window_edges
 
 ENGINE_NAME = "fast-numba/1"
 
@@ -89,7 +89,7 @@ def fast_setup(scenario: Scenario, workload: Workload, horizon: Horizon) -> Fast
 
 def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizon, seed: int,
                          replication: int, deadline: float = math.inf) -> ReplicationResult:
-    """sim/engine.py's run_replication on the compiled engine (same streams, same result fields); PastDeadline when
+    """sim/engine/simpy_replication.py's run_replication on the compiled engine (same streams, same result fields); PastDeadline when
     it is still running at ``deadline`` (a time.perf_counter() value)."""
     setup = fast_setup(scenario, workload, horizon)
     if not setup.lock.acquire(blocking=False):  # another thread runs on it: this replication builds its own
@@ -207,7 +207,7 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
         completed=latencies.size,
         in_flight=int(load_i[V.L_STARTED] - load_i[V.L_FINISHED]),
         achieved_rps=latencies.size / window,
-        usage=_usage(system, busy_window),
+        usage=component_usage(system, busy_window),
         busy_window=busy_window,
         sim_time=float(load_f[V.LF_NOW]),
         breakdown=time_breakdown(system, started),

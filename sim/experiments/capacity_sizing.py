@@ -25,8 +25,9 @@ from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import FieldError
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.capacity_search import Capacity, CapacityInterrupted, check_counts, find_capacity
-from meshsim.sim.predict import (NODE_PREFIX, check_request, load_compiled_engine, predict_options,
+from meshsim.sim.experiments.capacity_search import Capacity, CapacityInterrupted, check_counts, find_capacity
+from meshsim.sim.engine_choice import load_compiled_engine
+from meshsim.sim.experiments.predict import (NODE_PREFIX, check_request, predict_options,
                                  uses_compiled_engine)
 
 Replicas = dict[str, int]

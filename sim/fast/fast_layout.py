@@ -1,11 +1,11 @@
 """The compiled engine's state as two flat arrays: every table (region) of ints in ``I``, of floats in ``F``, each
-at an offset with a row width written in I's header (sim/fast_kernels.py ``at``)."""
+at an offset with a row width written in I's header (sim/fast/fast_kernels.py ``at``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from meshsim.sim import fast_kernels as K
+from meshsim.sim.fast import fast_kernels as K
 
 
 class Layout:

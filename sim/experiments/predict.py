@@ -26,15 +26,15 @@ from meshsim.request import PredictOptions, PredictRequest, build_request
 from meshsim.scenario import Scenario
 from meshsim.topology import Topology
 from meshsim.workload import Load, RunSettings, Workload
-from meshsim.sim.cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
-from meshsim.sim.engine import BREAKDOWN_KEYS, Horizon, ReplicationResult
-from meshsim.sim.fast_coverage import EngineChoice, choose_engine, compiled_code_cached
-from meshsim.sim.replication_runs import ReplicationRunner
-from meshsim.sim.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
-from meshsim.sim.latency_estimates import expected_arrivals, latency_estimates, latency_interval
-from meshsim.sim.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval
-from meshsim.sim.transient_cut import TransientCut, cut_for, start_kept
-from meshsim.sim.window_series import TimeSeries, combine, window_for
+from meshsim.sim.experiments.run_cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
+from meshsim.sim.engine.replication_result import BREAKDOWN_KEYS, Horizon, ReplicationResult
+from meshsim.sim.engine_choice import EngineChoice, choose_engine, compiled_code_cached, load_compiled_engine
+from meshsim.sim.experiments.replication_runs import ReplicationRunner
+from meshsim.sim.experiments.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
+from meshsim.sim.experiments.latency_estimates import expected_arrivals, latency_estimates, latency_interval
+from meshsim.sim.experiments.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval
+from meshsim.sim.experiments.transient_cut import TransientCut, cut_for, start_kept
+from meshsim.sim.engine.window_series import TimeSeries, combine, window_for
 
 ENGINE = "simpy-fcfs/1"
 
@@ -134,7 +134,7 @@ def horizon_for(load: Load, settings: RunSettings) -> Horizon:
             max(settings.requests_per_replication / rate, 1.0) if math.isfinite(rate) and rate > 0 else 60.0
     warmup = settings.warmup_s
     if warmup is None:
-        # Measured from the start: the transient is cut after the run (sim/transient_cut.py). A run that keeps its
+        # Measured from the start: the transient is cut after the run (sim/experiments/transient_cut.py). A run that keeps its
         # start as before: a load cuts its own share (fortio none: it reports every call it made; others 10 %) and
         # a profile is the run.
         keeps_start = start_kept(load, settings) is not None
@@ -226,19 +226,6 @@ def _replications(runner: ReplicationRunner, settings: RunSettings, counts: tupl
             return results, (f"time limit {settings.time_limit_s:g} s reached after {len(results)} replications: "
                              f"p99 known to +-{rel * 100:.1f} % (target {settings.precision * 100:g} %)")
         batch, batch_started = max(1, min(processes, settings.max_replications - len(results))), now
-
-
-COMPILING = "building the fast engine (first run only: up to four minutes; kept on disk afterwards)"
-
-
-def load_compiled_engine(progress: Progress | None = None) -> None:
-    """Load the compiled engine into this process now; the first time (no native module, nothing in numba's disk
-    cache) it is built, which takes up to four minutes, and says so first."""
-    if progress and not compiled_code_cached():
-        progress(COMPILING)
-    from meshsim.sim.fast_engine import load_compiled
-
-    load_compiled(progress)
 
 
 def uses_compiled_engine(requests: Iterable[PredictRequest]) -> bool:

@@ -23,7 +23,7 @@ from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Compute, Parallel
 from meshsim.wakeup import WakeUp
 from meshsim.workload import RunSettings, Workload
-from meshsim.sim.engine import Horizon
+from meshsim.sim.engine.replication_result import Horizon
 
 # Default budget: 5e7 station visits. Measured on a shared 2-core machine (chain3/istio, bookinfo/linkerd, chain5
 # at their test rates): one process simulates 30,000-40,000 visits per second, so the budget is at most ~25 minutes
@@ -42,10 +42,10 @@ KB_PER_STATION = 2.0  # a worker or core: SimPy resource, queue, busy-time count
 KB_PER_PROCESS = 3.0  # a fortio thread or sequential user: a SimPy process and its generator frames
 BYTES_PER_SAMPLE = 8.0  # one float64 latency per completed request
 # An app replica or proxy: its random streams' batches (measured: chain1000 with istio draws from 12,009 streams for
-# 2,001 instances, each holding a batch of 2,048 values, 16 KB: sim/fast_setup.py, sim/streams.py) and its objects.
+# 2,001 instances, each holding a batch of 2,048 values, 16 KB: sim/fast/fast_setup.py, sim/engine/streams.py) and its objects.
 KB_PER_INSTANCE = 128.0
 # A request in flight on the compiled engine: a token of 4 ints and 4 floats per call frame, two frames per level of
-# the deepest call path (sim/fast_engine.py); its table doubles when full, so up to twice the tokens in flight.
+# the deepest call path (sim/fast/fast_engine.py); its table doubles when full, so up to twice the tokens in flight.
 BYTES_PER_FRAME = 64.0
 # Requests in flight are estimated from the idle-system latency; queueing holds more: this many times that.
 IN_FLIGHT_MARGIN = 4.0

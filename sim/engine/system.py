@@ -20,10 +20,10 @@ from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Parallel, Service, Topology
 from meshsim.workload import Workload
-from meshsim.sim.balancing import POLICIES, Balancer
-from meshsim.sim.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.stations import NodeCores, Station
-from meshsim.sim.streams import Sampler, Streams
+from meshsim.sim.engine.balancing import POLICIES, Balancer
+from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
+from meshsim.sim.engine.stations import NodeCores, Station
+from meshsim.sim.engine.streams import Sampler, Streams
 
 Process = Generator[simpy.Event, object, None]
 # A call or handler step: it yields SimPy events to wait for, and the generator of a call it makes (run by nested())
@@ -310,7 +310,7 @@ class System:
             yield self.env.timeout(back)
         self.in_system -= 1
 
-    def _route(self, caller: Caller, target: str) -> Route:
+    def route_to(self, caller: Caller, target: str) -> Route:
         """The parts of a call from ``caller`` to ``target`` that do not change from call to call."""
         route = self.routes.get((caller.name, target))
         if route is None:
@@ -323,7 +323,7 @@ class System:
     def call(self, caller: Caller, target: str, conn: int, pending: float) -> Nested:
         env, net = self.env, self.net
         timeout = env.timeout
-        route = self._route(caller, target)
+        route = self.route_to(caller, target)
         svc, lb, balancer = route.service, route.lb, route.balancer
         index = balancer.start()
         replica = route.replicas[index]

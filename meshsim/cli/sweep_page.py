@@ -1,4 +1,5 @@
-"""The HTML report of a sweep: latency-vs-rate curves from the sweep's table (a pure function of the table).
+"""The HTML page of a sweep (``meshsim sweep --html``): latency-vs-rate curves from the sweep's table (a pure
+function of the table), written by the front end once the sweep returns its table.
 
 One panel per percentile (p50, p99), one curve per combination of the non-rate axes, the 95 % CI as error bars;
 saturated points are drawn hollow. Plotly is imported here only (extra ``.[dash]`` or ``.[fit]``).
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from meshsim.outputs import write_file
+from meshsim.errors import FieldError
+from meshsim.outputs import check_file, write_file
 
 CURVE_KEYS = ("topology", "mesh", "features", "lb", "load")
 PANELS = ("p50", "p99")
@@ -47,7 +49,17 @@ def _color(n: int) -> str:
     return palette[n % len(palette)]
 
 
-def write_sweep_report(table: pd.DataFrame, path: str | Path) -> None:
+def check_sweep_page(path: str | Path) -> None:
+    """Before any point runs: plotly is installed and ``path`` can be written (FieldError on ``html``)."""
+    try:
+        import plotly  # noqa: F401
+    except ModuleNotFoundError:
+        raise FieldError("html", "the report needs the Python package 'plotly': pip install 'meshsim[dash]'") \
+            from None
+    check_file(path, "html")
+
+
+def write_sweep_page(table: pd.DataFrame, path: str | Path) -> None:
     """A self-contained HTML page (plotly.js inlined, opens offline) with the curves and the table."""
     figure = sweep_figure(table)
     body = figure.to_html(full_html=False, include_plotlyjs=True)  # type: ignore[attr-defined]

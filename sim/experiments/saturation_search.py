@@ -11,22 +11,9 @@ import numpy as np
 
 from meshsim.scenario import Scenario
 from meshsim.workload import OpenLoad, RunSettings, Workload
-from meshsim.sim.cost import DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY_MB, EngineSpeed, estimate, idle_latency_s
-from meshsim.sim.engine import Horizon, PastDeadline, ReplicationResult, run_replication
-from meshsim.sim.fast_coverage import choose_engine
-
-
-def run_one_replication(args: tuple[Scenario, Workload, Horizon, int, int, str],
-                        deadline: float = math.inf) -> ReplicationResult:
-    """One replication on the named engine ('fast' or 'simpy'): the unit of work of predictions and probes. The
-    compiled engine, which comes back to Python often, gives up with PastDeadline past ``deadline`` (a
-    time.perf_counter() value); the SimPy engine's runs to its end."""
-    *job, engine = args
-    if engine == "fast":
-        from meshsim.sim.fast_engine import run_fast_replication  # loaded only when the fast engine runs
-
-        return run_fast_replication(*job, deadline=deadline)
-    return run_replication(*job)
+from meshsim.sim.experiments.run_cost import DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY_MB, EngineSpeed, estimate, idle_latency_s
+from meshsim.sim.engine.replication_result import Horizon, PastDeadline, ReplicationResult
+from meshsim.sim.engine_choice import choose_engine, run_one_replication
 
 
 def unstable(results: list[ReplicationResult]) -> bool:
@@ -48,7 +35,7 @@ class ProbeClock:
     """Whether the search may start a probe: only within the prediction's budget of events and memory (a probe of a
     chain of 1,000 services near its capacity holds ~10,000 requests 2,000 calls deep) and if it is expected to end
     before ``deadline`` (a time.perf_counter() value) -- the first as the cost model says for ``speed``
-    (sim/cost.py) scaled by how much slower the prediction's own replications ran (``pace``), later ones by how long
+    (sim/experiments/run_cost.py) scaled by how much slower the prediction's own replications ran (``pace``), later ones by how long
     the last one took against its estimate. ``stopped`` says why a probe was left out ("": none was)."""
 
     deadline: float = math.inf
@@ -90,7 +77,7 @@ MAX_OVERLOADED = 3  # probes past the capacity a search may run (each one measur
 def fell_behind(results: list[ReplicationResult]) -> bool:
     """Whether an open load's replications answered fewer requests than they were sent over their windows' second
     halves, on average by more than a stable system's swing in what it holds: the load is above the capacity
-    (sim/engine.py backlog)."""
+    (sim/engine/simpy_replication.py backlog)."""
     if not results or any(math.isnan(r.answered_rps) for r in results):  # not an open load: it cannot pile up
         return False
     growth = float(np.mean([r.backlog_growth for r in results]))

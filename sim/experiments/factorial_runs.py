@@ -24,7 +24,7 @@ from meshsim.factorial_design import FEATURES, FactorialDesign, parse_factor
 from meshsim.parent_death import Parent, die_with_parent
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import Prediction, check_request, predict_options
+from meshsim.sim.experiments.predict import Prediction, check_request, predict_options
 
 
 @dataclass(frozen=True)

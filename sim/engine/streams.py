@@ -134,18 +134,18 @@ class Sampler:
     value): hot paths bind it once; calling the sampler does the same through one Python call.
     """
 
-    __slots__ = ("_dist", "_rng", "draw")
+    __slots__ = ("dist", "rng", "draw")
 
     def __init__(self, dist: Distribution, rng: np.random.Generator) -> None:
-        self._dist = dist
-        self._rng = rng
+        self.dist = dist
+        self.rng = rng
         # chain of batches, each drawn when the previous one is used up: the order of draws is the batches' order
         self.draw: Callable[[], float] = chain.from_iterable(iter(self._batch, None)).__next__
 
     def _batch(self) -> array:
         """The next batch as packed doubles: 8 bytes a value where a list of floats takes 32 (a chain of 1,000
         sidecars draws from ~10,000 samplers); iterating it gives the same floats."""
-        return array("d", clamped_batch(self._dist, self._rng).tobytes())
+        return array("d", clamped_batch(self.dist, self.rng).tobytes())
 
     def __call__(self) -> float:
         return self.draw()
@@ -158,7 +158,7 @@ class Streams:
         self.seed = seed
         self.replication = replication
         # id of every generator made -> its stream's name: the compiled engine makes the same streams again for
-        # another replication without rebuilding the system (sim/fast_streams.py's StreamTable.rebind)
+        # another replication without rebuilding the system (sim/fast/fast_streams.py's StreamTable.rebind)
         self.names: dict[int, str] = {}
 
     def rng(self, name: str) -> np.random.Generator:

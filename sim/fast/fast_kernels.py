@@ -1,4 +1,4 @@
-"""The compiled engine (numba; built once into a native module, sim/fast_native.py): its primitives and its event
+"""The compiled engine (numba; built once into a native module, sim/fast/fast_native.py): its primitives and its event
 loop, in one module because numba's disk cache keys a function on its own file only -- a callee in another file
 could change without its callers being compiled again (the native module's name hashes this file for the same
 reason). Importing this module compiles nothing and imports no numba: its functions are registered (``jit``) and
@@ -6,14 +6,14 @@ become numba dispatchers only when the native module is built or the JIT runs th
 
 Primitives: random draws from pre-filled stream buffers, a node's cores, a CPU quota, a station visit, a proxy
 pass, a network hop, the balancers and the event heap -- each the line-by-line counterpart of the SimPy engine's
-(sim/stations.py, sim/components.py, sim/system.py, sim/balancing.py): same arithmetic, same order of bookings.
+(sim/engine/stations.py, sim/engine/components.py, sim/engine/system.py, sim/engine/balancing.py): same arithmetic, same order of bookings.
 The state is three flat arrays -- ``I`` (int64), ``F`` (float64) and ``B`` (the streams' buffers) -- holding tables
-(regions) whose offset and row width sit in I's header (:func:`at`, laid out by sim/fast_layout.py): few,
+(regions) whose offset and row width sit in I's header (:func:`at`, laid out by sim/fast/fast_layout.py): few,
 homogeneous arguments keep numba's compile time and every call cheap.
 
-The loop: requests are tokens running a small program of ops (sim/fast_program.py). A token is one request (or
+The loop: requests are tokens running a small program of ops (sim/fast/fast_program.py). A token is one request (or
 one branch of a fork) with a program counter, the delay it carries to its next station (``pending``, as in
-sim/system.py) and a stack of call frames. A token runs its ops until it must wait (an op marked ``OP_WAIT``
+sim/engine/system.py) and a stack of call frames. A token runs its ops until it must wait (an op marked ``OP_WAIT``
 while pending > 0): it goes on the event heap and resumes there, in time order, so every station is booked in the
 order of arrivals, as in the SimPy engine; its event stays on the heap's top while it runs (``heap_replace``).
 The loop returns to Python when a random stream runs low (Python refills it from the same named generator) or the
@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-PRUNE_AT = 32  # as sim/stations.py: booked intervals a core keeps before it forgets the old ones
+PRUNE_AT = 32  # as sim/engine/stations.py: booked intervals a core keeps before it forgets the old ones
 CORE_SLOTS = PRUNE_AT + 2
 # a core's row of F (region R_CORE): when its last booking ends, the floor below which its old intervals were
 # forgotten, then its booked intervals as (start, end) pairs, in order: one base address serves a whole booking
@@ -46,7 +46,7 @@ CFS_PERIOD = 0.1
 LOW_WATER = 256  # a stream refills when fewer draws than this are left (a token's step draws far fewer)
 
 # Every function below is registered here, not compiled at import: the loop normally runs from a native module
-# built once ahead of time (sim/fast_native.py), which a process loads without importing numba (~1 s saved). The
+# built once ahead of time (sim/fast/fast_native.py), which a process loads without importing numba (~1 s saved). The
 # functions become numba dispatchers only when that module is built, or as the fallback JIT (compile_with_numba).
 _COMPILED: dict[str, dict[str, object]] = {}  # function name -> its numba options beyond the common ones
 
@@ -136,10 +136,10 @@ BALANCE_HASH, BALANCE_ROUND_ROBIN, BALANCE_SHARED_LISTENER = range(3)  # ProxyMo
 # reads column PX_FRACTION + its side)
 (PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1,
  PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW) = range(13)
-SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast_program.py SIDE_CODES); post work is per side
+SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
 # (G_TOKEN_MARGIN, G_HEAP_MARGIN: the free tokens and heap slots one event may take at most -- a fork of n calls takes
-# n of each, fortio's timed run starts every thread at once -- set from the scenario by sim/fast_setup.py; G_OVERFLOW:
+# n of each, fortio's timed run starts every thread at once -- set from the scenario by sim/fast/fast_setup.py; G_OVERFLOW:
 # a table was full all the same, so the loop stopped instead of writing past it: see _overflow)
 (G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED, G_TOKEN_MARGIN, G_HEAP_MARGIN,
  G_OVERFLOW) = range(11)
@@ -624,7 +624,7 @@ def _sift_down(HT, HI, n, t, seq, e):
  OP_CHOOSE, OP_FORK, OP_END_BRANCH, OP_CLIENT_PRE, OP_RTT, OP_EDGE_LAT, OP_EDGE_SERVE, OP_END_REQUEST) = range(19)
 OP_WIDTH = 8
 # An op whose code has OP_WAIT added first waits for the delay its token carries (``pending``): the lowering's
-# OP_YIELD folded into the op after it (sim/fast_program.py fold_waits), so the linked program has no OP_YIELD
+# OP_YIELD folded into the op after it (sim/fast/fast_program.py fold_waits), so the linked program has no OP_YIELD
 OP_WAIT = 32
 
 # token columns (TI: ints, then 4 per frame; TF: floats, then 4 per frame: the call's send time, 3 opening times)

@@ -36,7 +36,7 @@ from typing import Callable, Iterator
 
 from meshsim.errors import MeshsimError
 
-# run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies) -> DONE | REFILL | GROW, as sim/fast_engine.py calls it
+# run(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies) -> DONE | REFILL | GROW, as sim/fast/fast_engine.py calls it
 LOOP_SIGNATURE = "i8(i8[::1], f8[::1], f8[:,::1], f8[::1], i8[:,::1], i8[:,::1], f8[:,::1], i8[::1], f8[:,::1], i8)"
 KERNELS = Path(__file__).with_name("fast_kernels.py")
 FALLBACK_ENV = "MESHSIM_NATIVE_LOOP"  # "0": skip the native module, run on numba's JIT
@@ -59,7 +59,7 @@ class NoAheadOfTimeCompiler(NativeBuildError):
 
 
 def cache_dir() -> Path:
-    """Where numba caches the JIT code of sim/fast_kernels.py: NUMBA_CACHE_DIR, else ``__pycache__`` here when
+    """Where numba caches the JIT code of sim/fast/fast_kernels.py: NUMBA_CACHE_DIR, else ``__pycache__`` here when
     writable, else the user's cache folder (numba's _UserWideCacheLocator)."""
     root = os.environ.get("NUMBA_CACHE_DIR")
     if root:
@@ -115,7 +115,7 @@ def compiled_loop(directory: Path | None = None, say: Callable[[str], None] | No
 
 def jit_loop() -> Loop:
     """``run`` on numba's JIT (compiled once into numba's disk cache)."""
-    from meshsim.sim import fast_kernels
+    from meshsim.sim.fast import fast_kernels
 
     return fast_kernels.compile_with_numba(LOOP_SIGNATURE)
 

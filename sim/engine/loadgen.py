@@ -23,8 +23,8 @@ import simpy
 
 from meshsim.distributions import Exponential
 from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Wrk2Load
-from meshsim.sim.streams import Sampler, Streams
-from meshsim.sim.system import Process, System
+from meshsim.sim.engine.streams import Sampler, Streams
+from meshsim.sim.engine.system import Process, System
 
 Record = Callable[[float, float], None]
 

@@ -2,7 +2,7 @@
 
 Workers receive the prediction's scenario, workload, horizon, seed and engine once, when they are forked (nothing is
 pickled per task): a task is a replication index, and a worker's replications all run on the same objects, so the
-compiled engine builds its setup once per worker (sim/fast_setup.py). While the caller decides whether the
+compiled engine builds its setup once per worker (sim/fast/fast_setup.py). While the caller decides whether the
 replications so far are enough, the workers already run the batch it would ask for next; a batch it does not ask
 for is dropped, so the results and the stopping rule are those of running one batch after the other. Workers end
 with the process that forked them, even when it is killed with SIGKILL (meshsim.parent_death).
@@ -18,8 +18,8 @@ from meshsim.interrupts import interrupts_deferred
 from meshsim.parent_death import Parent, start_worker
 from meshsim.scenario import Scenario
 from meshsim.workload import Workload
-from meshsim.sim.engine import Horizon, ReplicationResult
-from meshsim.sim.saturation_search import run_one_replication
+from meshsim.sim.engine.replication_result import Horizon, ReplicationResult
+from meshsim.sim.engine_choice import run_one_replication
 
 Job = tuple[Scenario, Workload, Horizon, int, str]  # scenario, workload, horizon, seed, engine ('fast' or 'simpy')
 

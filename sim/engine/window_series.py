@@ -6,7 +6,7 @@ one p99. The series cuts the measurement window into windows of ``window_s`` sec
 offered rate (the profile's exact mean over the window), the rate achieved (answers completed in it), p50/p99/mean of
 the requests *sent* in it (so the windows' request counts add up to the prediction's total exactly), the mean number
 of requests in the system (the time-average, for Little's law), and the CPU cores and utilisation of every component
-and every instance. CPU is booked when a job is booked on its worker (sim/stations.py books a job's whole busy time
+and every instance. CPU is booked when a job is booked on its worker (sim/engine/stations.py books a job's whole busy time
 at its arrival), so a window's CPU is exact to within one job's service time at each edge.
 """
 

@@ -1,5 +1,5 @@
 """``find_capacity``: the library behind ``meshsim capacity`` and the Dash capacity view (sizing for a target rate
-is ``sim/capacity_sizing.py``).
+is ``sim/experiments/capacity_sizing.py``).
 
 **Capacity** is the highest offered rate that meets every objective of an :class:`~meshsim.capacity_slo.Slo`. It is
 found by bisection over the rate, once per replication: replication ``r`` has its own seed, and every rate it probes
@@ -31,10 +31,11 @@ from meshsim.interrupts import interrupts_deferred
 from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import (Prediction, check_request, load_compiled_engine, predict_options,
+from meshsim.sim.engine_choice import load_compiled_engine
+from meshsim.sim.experiments.predict import (Prediction, check_request, predict_options,
                                  uses_compiled_engine)
-from meshsim.sim.replication_runs import stop_workers
-from meshsim.sim.stats import t_interval
+from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.stats import t_interval
 
 LIGHT_RPS = 100.0  # first probe when the options give no rate
 LIGHT_REQUESTS = 2000  # requests of the light-load probe that estimates the saturation rate

@@ -1,6 +1,6 @@
 """The compiled engine's random streams: every (generator, distribution) the lowered program draws from, refilled
-batch by batch in the SimPy engine's order (sim/streams.py), and restarted where another replication's generators of
-the same names start, so that one lowered system serves every replication (sim/fast_setup.py)."""
+batch by batch in the SimPy engine's order (sim/engine/streams.py), and restarted where another replication's generators of
+the same names start, so that one lowered system serves every replication (sim/fast/fast_setup.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from meshsim.distributions import Distribution
-from meshsim.sim.streams import BATCH, Sampler, Streams, clamped_batch, stream_states
+from meshsim.sim.engine.streams import BATCH, Sampler, Streams, clamped_batch, stream_states
 
 
 @dataclass
@@ -37,7 +37,7 @@ class StreamTable:
         key = id(sampler)
         if key not in self.index:
             self.kept.append(sampler)
-            self.index[key] = self._add(self._slot(sampler._rng), sampler._dist)  # the sampler's own dist and rng
+            self.index[key] = self._add(self._slot(sampler.rng), sampler.dist)  # the sampler's own dist and rng
         return self.index[key]
 
     def uniforms(self, rng: np.random.Generator) -> int:

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from meshsim.workload import Load, RunSettings
-from meshsim.sim.engine import ReplicationResult
-from meshsim.sim.saturation_search import fell_behind, unstable
+from meshsim.sim.engine.replication_result import ReplicationResult
+from meshsim.sim.experiments.saturation_search import fell_behind, unstable
 
 MSER_BATCH = 5
 MIN_BATCHES = 4  # below 20 requests per replication there is no series to look for a transient in

@@ -1,6 +1,6 @@
 """Runtime components built from a scenario: proxy instances, app replicas, the network's delays.
 
-Each component wraps a :class:`~meshsim.sim.stations.Station` and the samplers of its service times. Names follow
+Each component wraps a :class:`~meshsim.sim.engine.stations.Station` and the samplers of its service times. Names follow
 the measurement manifests: ``client/sidecar``, ``<service>/app``, ``<service>/sidecar``, ``lb:<service>``,
 ``node-proxy:<node>``, ``collector``.
 """
@@ -18,8 +18,8 @@ from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
 from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Network, Service
-from meshsim.sim.stations import CpuQuota, Station
-from meshsim.sim.streams import Sampler, Streams
+from meshsim.sim.engine.stations import CpuQuota, Station
+from meshsim.sim.engine.streams import Sampler, Streams
 
 
 def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy: ProxyModel | None = None,
@@ -272,27 +272,27 @@ class NetworkDelays:
     def __init__(self, network: Network, client_node: str, streams: Streams) -> None:
         self.bandwidth = network.bandwidth_bps
         self.client_node = client_node
-        self._loopback = streams.sampler("net:loopback", network.loopback)
-        self._same = streams.sampler("net:same-node", network.same_node)
-        self._cross = streams.sampler("net:cross-node", network.cross_node)
-        self._client = streams.sampler("net:client-rtt", network.client_rtt) if network.client_rtt else None
+        self.loopback_delay = streams.sampler("net:loopback", network.loopback)
+        self.same_node_delay = streams.sampler("net:same-node", network.same_node)
+        self.cross_node_delay = streams.sampler("net:cross-node", network.cross_node)
+        self.client_rtt = streams.sampler("net:client-rtt", network.client_rtt) if network.client_rtt else None
 
     def loopback(self) -> float:
-        delay = self._loopback.draw()
+        delay = self.loopback_delay.draw()
         if self.recording:
             self.total += delay
         return delay
 
     def hop(self, src: str, dst: str, nbytes: int) -> float:
         transfer = nbytes * 8.0 / self.bandwidth
-        if self._client is not None and self.client_node in (src, dst):
-            return self._add(0.5 * self._client() + transfer)
-        delay = (self._same.draw() if src == dst else self._cross.draw()) + transfer
+        if self.client_rtt is not None and self.client_node in (src, dst):
+            return self._add(0.5 * self.client_rtt() + transfer)
+        delay = (self.same_node_delay.draw() if src == dst else self.cross_node_delay.draw()) + transfer
         if self.recording:
             self.total += delay
         return delay
 
     def round_trip(self, src: str, dst: str) -> float:
-        if self._client is not None and self.client_node in (src, dst):
-            return self._add(self._client())
+        if self.client_rtt is not None and self.client_node in (src, dst):
+            return self._add(self.client_rtt())
         return self.hop(src, dst, 0) + self.hop(dst, src, 0)

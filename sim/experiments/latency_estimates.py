@@ -1,6 +1,6 @@
 """A prediction's latency estimates over its replications, after the start-up transient's cut.
 
-Two questions, two estimators. The steady state (no warm-up given: sim/transient_cut.py cut the transient) asks for
+Two questions, two estimators. The steady state (no warm-up given: sim/experiments/transient_cut.py cut the transient) asks for
 the long-run percentile, whatever the run length: the percentile of the replications' pooled latencies, with the
 sectioning interval (stats.sectioned). A run that keeps its start (a warm-up given, a rate profile, a time series:
 a replay of a measured run) asks what a run of that length reports: the mean of the replications' own percentiles,
@@ -17,10 +17,10 @@ from typing import Sequence
 import numpy as np
 
 from meshsim.workload import Load
-from meshsim.sim.engine import Horizon, ReplicationResult
-from meshsim.sim.stats import (LATENCY_KEYS, PERCENTILES, Estimate, controlled_interval, latency_summary, sectioned,
+from meshsim.sim.engine.replication_result import Horizon, ReplicationResult
+from meshsim.sim.experiments.stats import (LATENCY_KEYS, PERCENTILES, Estimate, controlled_interval, latency_summary, sectioned,
                                t_interval)
-from meshsim.sim.transient_cut import TransientCut
+from meshsim.sim.experiments.transient_cut import TransientCut
 
 POOLED_LEVELS = {**PERCENTILES, "max": 100.0}  # the keys a steady state takes from the pooled latencies
 

@@ -1,10 +1,10 @@
-"""Lowering a wired SimPy :class:`~meshsim.sim.system.System` to the compiled engine's arrays and program.
+"""Lowering a wired SimPy :class:`~meshsim.sim.engine.system.System` to the compiled engine's arrays and program.
 
-The SimPy engine's wiring (sim/system.py) is the single source of truth for who calls whom through which proxy on
+The SimPy engine's wiring (sim/engine/system.py) is the single source of truth for who calls whom through which proxy on
 which node: the compiled engine reads the built ``System`` (its stations, proxies, routes, samplers) and lowers the
-request logic of ``System.client_request`` / ``call`` / ``handle`` to a program of ops (sim/fast_kernels.py), one block
+request logic of ``System.client_request`` / ``call`` / ``handle`` to a program of ops (sim/fast/fast_kernels.py), one block
 per (caller, service, replica) and one per replica's handler. Random numbers come from the very samplers the
-SimPy engine would use, refilled batch by batch in the same order (sim/streams.py): same names, same seeds.
+SimPy engine would use, refilled batch by batch in the same order (sim/engine/streams.py): same names, same seeds.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import numpy as np
 
 from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
-from meshsim.sim import fast_kernels as K
-from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.components import ProxyInstance
-from meshsim.sim.stations import Station
-from meshsim.sim.fast_streams import StreamTable
-from meshsim.sim.system import Caller, System
+from meshsim.sim.fast import fast_kernels as K
+from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
+from meshsim.sim.engine.components import ProxyInstance
+from meshsim.sim.engine.stations import Station
+from meshsim.sim.fast.fast_streams import StreamTable
+from meshsim.sim.engine.system import Caller, System
 
 POLICY_CODES = {"round_robin": K.RR, "random": K.RANDOM, "least_request": K.LEAST, "ewma": K.EWMA}
 SIDE_CODES = {"": K.SIDE_NONE, "inbound": K.SIDE_IN, "outbound": K.SIDE_OUT}
@@ -92,7 +92,7 @@ class Lowering:
         key = (caller.name, target)
         if key not in self.routes:
             system = self.system
-            route = system._route(caller, target)
+            route = system.route_to(caller, target)
             policy = system.scenario.mesh.load_balancer.policy if route.lb is not None else system.client_policy
             rid = len(self.route_rows)
             self.routes[key] = rid
@@ -140,7 +140,7 @@ class Lowering:
     def route_block(self, caller: Caller, target: str, r: int) -> list[list]:
         """System.call for one replica, op for op (slots: 0 outbound, 1 LB, 2 inbound opening times)."""
         system = self.system
-        route = system._route(caller, target)
+        route = system.route_to(caller, target)
         svc, lb, replica = route.service, route.lb, route.replicas[r]
         inbound, out = replica.sidecar, caller.outbound
         node, cnode = self.node(replica.node), self.node(caller.node)
@@ -346,8 +346,8 @@ def network_arrays(lowering: Lowering) -> tuple:
     net = system.net
     net_i = np.full(8, -1, dtype=np.int64)
     net_f = np.zeros(3)
-    net_i[K.NET_LOOP], net_i[K.NET_SAME] = streams.sampler(net._loopback), streams.sampler(net._same)
-    net_i[K.NET_CROSS], net_i[K.NET_CLIENT] = streams.sampler(net._cross), streams.sampler(net._client)
+    net_i[K.NET_LOOP], net_i[K.NET_SAME] = streams.sampler(net.loopback_delay), streams.sampler(net.same_node_delay)
+    net_i[K.NET_CROSS], net_i[K.NET_CLIENT] = streams.sampler(net.cross_node_delay), streams.sampler(net.client_rtt)
     net_i[K.NET_CLIENT_NODE] = lowering.node(net.client_node)
     net_f[K.NETF_BANDWIDTH] = net.bandwidth
     kernel = system.scenario.topology.network.kernel_cpu

@@ -19,12 +19,12 @@ from meshsim import __version__
 from meshsim.interrupts import interrupts_deferred
 from meshsim.outputs import write_file
 from meshsim.request import PredictOptions
-from meshsim.sim.predict import ENGINE
+from meshsim.sim.experiments.predict import ENGINE
 
 CACHE_ENV = "MESHSIM_CACHE"  # overrides the default cache folder
 # the rows' format, part of a point's key, so that a cached row of another format is not read as this one's
 # (2: active_features; 3: a node can be the bottleneck, and a point is saturated when its answers fall behind;
-# 4: the start-up transient cut by MSER-5 and a steady state's percentiles pooled, sim/transient_cut.py)
+# 4: the start-up transient cut by MSER-5 and a steady state's percentiles pooled, sim/experiments/transient_cut.py)
 ROW_FORMAT = 4
 
 

@@ -2,7 +2,7 @@
 
 Points run locally in forked processes (default) or on a Dask cluster (``scheduler="tcp://HOST:PORT"``; dask is
 imported only then). Each point is :func:`point_row`: a plain function of its options, seeded by them, so it gives the
-same numbers wherever it runs. A finished point goes to the on-disk cache at once (``sim/sweep_cache.py``); points
+same numbers wherever it runs. A finished point goes to the on-disk cache at once (``sim/experiments/sweep_cache.py``); points
 already there are not run again, so an interrupted sweep resumes where it stopped. On an interrupt (Ctrl-C, SIGTERM,
 SIGHUP: the CLI turns them into KeyboardInterrupt) the local workers are terminated (Dask tasks are cancelled), the
 finished points are written to the output, and the result says ``interrupted after N of M points``. A SIGKILL
@@ -36,13 +36,15 @@ from meshsim.outputs import OutputError, check_file, check_folder, write_file_wi
 from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.predict import check_request, load_compiled_engine, predict_options, uses_compiled_engine
-from meshsim.sim.replication_runs import stop_workers
-from meshsim.sim.sweep_cache import PointCache, default_cache_dir, point_key
+from meshsim.sim.engine_choice import load_compiled_engine
+from meshsim.sim.experiments.predict import check_request, predict_options, uses_compiled_engine
+from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import NO_FEATURES, SweepGrid, SweepPoint
 
 PERCENTILE_COLUMNS = ("p50", "p90", "p99", "p999", "max")
 OnPoint = Callable[[int, int], None]  # (finished points, all points), after each point
+TableReport = Callable[[pd.DataFrame], None]  # a finished table handed to a writer or a front end's page
 Rows = Generator[tuple[int, dict[str, Any]], None, None]  # (point index, row) as points finish
 CONNECT_TIMEOUT_S = 10.0
 
@@ -82,16 +84,15 @@ def point_row(options: PredictOptions) -> dict[str, Any]:
     return row
 
 
-def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | None = None,
+def sweep(grid: SweepGrid, out: str | Path | None = None, report: TableReport | None = None,
           cache_dir: str | Path | None = None, scheduler: str | None = None, processes: int | None = None,
           on_point: OnPoint | None = None, progress: Progress | None = None) -> SweepResult:
-    """Validate the grid, run every point not in the cache, write ``out`` (.csv or .parquet) and ``html``.
+    """Validate the grid, run every point not in the cache, write ``out`` (.csv or .parquet) and hand the finished
+    table to ``report`` (a front end's page, e.g. meshsim/cli/sweep_page.py, which checks its own file first).
 
     The output holds the finished points even when interrupted. ``progress`` gets the lines that are not a point's
     (the compiled engine's one-off compile, before the first point)."""
     writer = table_writer(out) if out is not None else None
-    if html is not None:
-        _check_html(html)
     check_folder(cache_dir if cache_dir is not None else default_cache_dir(), "cache")
     grid.validate()
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
@@ -100,7 +101,7 @@ def sweep(grid: SweepGrid, out: str | Path | None = None, html: str | Path | Non
     check_points(points)
     client = connect_scheduler(scheduler) if scheduler else None  # an unreachable one is refused before any work
     try:
-        return _sweep_points(points, writer, html, cache_dir, client, processes, on_point, progress)
+        return _sweep_points(points, writer, report, cache_dir, client, processes, on_point, progress)
     finally:
         if client is not None:
             client.close()
@@ -118,7 +119,7 @@ def check_points(points: list[SweepPoint]) -> None:
 
 
 def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], None] | None,
-                  html: str | Path | None, cache_dir: str | Path | None, client: Any, processes: int | None,
+                  report: TableReport | None, cache_dir: str | Path | None, client: Any, processes: int | None,
                   on_point: OnPoint | None, progress: Progress | None = None) -> SweepResult:
     keys = [point_key(p.options) for p in points]
     cache = PointCache(cache_dir if cache_dir is not None else default_cache_dir())
@@ -155,7 +156,7 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
             finished.close()  # an interrupt outside the runner's wait still stops its workers now
     table = _table(points, rows)
     try:
-        _write_table(table, writer, html)
+        _write_table(table, writer, report)
     except OutputError:
         if failed is None:
             raise
@@ -164,14 +165,11 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     return SweepResult(table, len(points), len(rows) - cached, interrupted)
 
 
-def _write_table(table: pd.DataFrame, writer: Callable[[pd.DataFrame], None] | None,
-                 html: str | Path | None) -> None:
+def _write_table(table: pd.DataFrame, writer: TableReport | None, report: TableReport | None) -> None:
     if writer is not None:
         writer(table)
-    if html is not None and len(table):
-        from meshsim.sweep_report import write_sweep_report
-
-        write_sweep_report(table, html)
+    if report is not None and len(table):
+        report(table)
 
 
 def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.DataFrame:
@@ -220,13 +218,11 @@ def _load_compiled_on_workers(client: Any, progress: Progress | None) -> None:
     """One task per Dask worker loads the compiled engine before the first point: a worker without it in its cache
     builds it then, said here, instead of during its first point (a task, not ``client.run``: a compile in
     the worker's event loop would stall its heartbeats)."""
-    from meshsim.sim.fast_engine import load_compiled
-
     workers = list(client.scheduler_info()["workers"])
     if progress:
         progress(f"loading the compiled engine on {len(workers)} Dask worker(s) (a worker without it in its cache "
                  "builds it first: up to four minutes)")
-    futures = [client.submit(load_compiled, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
+    futures = [client.submit(load_compiled_engine, key=f"meshsim-load-compiled-{uuid.uuid4().hex}", workers=[address],
                              allow_other_workers=False, pure=False) for address in workers]
     try:
         client.gather(futures)
@@ -265,12 +261,3 @@ def table_writer(out: str | Path) -> Callable[[pd.DataFrame], None]:
         check_file(path, "out")
         return lambda table: write_file_with(path, "out", lambda tmp: table.to_parquet(tmp, index=False))
     raise FieldError("out", f"expected FILE.csv or FILE.parquet, got {str(out)!r}")
-
-
-def _check_html(html: str | Path) -> None:
-    try:
-        import plotly  # noqa: F401
-    except ModuleNotFoundError:
-        raise FieldError("html", "the report needs the Python package 'plotly': pip install 'meshsim[dash]'") \
-            from None
-    check_file(html, "html")

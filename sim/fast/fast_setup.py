@@ -18,16 +18,16 @@ import numpy as np
 from meshsim.distributions import Exponential
 from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
-from meshsim.sim import fast_kernels as K
-from meshsim.sim import fast_kernels as V  # the loop's op codes and columns
-from meshsim.sim.engine import Horizon
-from meshsim.sim.fast_layout import Layout
-from meshsim.sim.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
+from meshsim.sim.fast import fast_kernels as K
+from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.fast.fast_layout import Layout
+from meshsim.sim.fast.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
                                       station_arrays)
-from meshsim.sim.loadgen import WRK2_CLOCK_S, WRK2_CONNECT_STAGGER_S, FortioPlan
-from meshsim.sim.streams import BATCH, Streams
-from meshsim.sim.system import System
-from meshsim.sim.window_series import window_edges
+from meshsim.sim.engine.loadgen import WRK2_CLOCK_S, WRK2_CONNECT_STAGGER_S, FortioPlan
+from meshsim.sim.engine.streams import BATCH, Streams
+from meshsim.sim.engine.system import System
+from meshsim.sim.engine.window_series import window_edges
 
 # A stream's buffer holds up to 8 batches ahead (fewer returns from the compiled loop to refill), as long as all
 # the streams' buffers stay within BUFFERS_MB; past that (a chain of 1,000 sidecars draws from ~12,000 streams) a
@@ -63,7 +63,7 @@ class FastSetup:
         self.lock = threading.Lock()
         self._pristine = (self.layout.I.copy(), self.layout.F.copy())
         lowering, system = self.lowering, self.system
-        # what the run writes into the System (sim/fast_engine.py's _write_back), as it was built
+        # what the run writes into the System (sim/fast/fast_engine.py's _write_back), as it was built
         self._objects = [(obj, dict(vars(obj))) for obj in
                          (*lowering.station_list, *lowering.proxy_list, system.net, system)]
         count = max(len(lowering.streams.refills), 1)
@@ -282,7 +282,7 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
 def event_room(lowering: Lowering, load_i: np.ndarray) -> tuple[int, int]:
     """The free tokens and heap slots one event may take at most: a fork takes one of each per branch, fortio's
     timed run pushes every thread's first wake-up at once (the start's bursts -- every user or connection, fortio's
-    parallel warm-up -- come before the first event: the tables' first sizes cover them, sim/fast_engine.py)."""
+    parallel warm-up -- come before the first event: the tables' first sizes cover them, sim/fast/fast_engine.py)."""
     fork = max((len(branches) for branches in lowering.forks), default=0)
     threads = int(load_i[V.L_THREADS]) if load_i[V.L_KIND] == V.LOAD_FORTIO else 0
     return K.MARGIN + fork, K.MARGIN + fork + threads + 2  # + the next arrival or window edge, and a wait
