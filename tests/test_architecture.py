@@ -183,3 +183,34 @@ def test_the_private_name_checker_sees_both_reaches() -> None:
     caller = ast.parse("from meshsim.sim.engine.system import _helper\n\ndef f(system):\n    return system._route()\n")
     found = _private_reaches({"meshsim.owner": owner, "meshsim.caller": caller})
     assert len(found) == 2 and "import _helper" in found[0] and "._route (private to meshsim.owner)" in found[1]
+
+
+MAX_MODULE_LINES = 400
+TESTS = ROOT / "tests"
+# Modules allowed past MAX_MODULE_LINES, each with its reason (a module that grows past it holds two concepts: split it).
+LONG_MODULES = {
+    "sim/fast/fast_kernels.py": "the compiled loop: numba's on-disk cache and the native module's name are keyed on "
+                                "this one file, and its jitted functions call each other",
+    "sim/engine/system.py": "one concept, the wired System and a request's path through it, which "
+                            "sim/fast/fast_program.py lowers op for op",
+}
+
+
+def _sized_files() -> list[Path]:
+    """Every module of the rooms and every Python file of tests/."""
+    return sorted({*MODULES.values(), *TESTS.glob("*.py")})
+
+
+def test_no_module_is_longer_than_400_lines_but_the_named_ones() -> None:
+    long = [f"{path.relative_to(ROOT)}: {n} lines" for path in _sized_files()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+            and str(path.relative_to(ROOT)) not in LONG_MODULES]
+    assert not long, "split by concept, or name the exception and its reason in LONG_MODULES:\n" + "\n".join(long)
+    missing = [name for name in LONG_MODULES if not (ROOT / name).is_file()]
+    assert not missing, f"LONG_MODULES names files that are gone: {missing}"
+
+
+def test_test_names_are_unique_beside_the_modules() -> None:
+    """tests/ is one flat folder of modules too: its helpers' names must not shadow a module of the tree."""
+    names = Counter(path.name for path in _sized_files() if path.name not in ("__init__.py", "conftest.py"))
+    assert not [n for n, k in names.items() if k > 1], names.most_common(5)

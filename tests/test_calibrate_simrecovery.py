@@ -21,7 +21,7 @@ from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.catalog import load_mesh
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 INBOUND = {"family": "gamma", "shape": 3.0, "scale_ms": 0.03, "shift_ms": 0.04, "source": "test truth"}
 OUTBOUND = {"family": "lognormal", "median_ms": 0.08, "sigma": 0.4, "shift_ms": 0.05, "source": "test truth"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from meshsim.errors import MeshsimError, RunFailed
-from meshsim.runs import read_manifest
+from meshsim.run_folder import read_manifest
 
 from conftest import require_component  # tests/conftest.py: fails under CI=true, skips otherwise
 
@@ -212,7 +212,7 @@ def test_calibrate_resume_skips_every_stored_probe_and_fits_from_the_same_folder
 
 
 def test_calibrate_lab_cli_passes_resume_and_state_dir():
-    from meshsim.cli.dispatch import build_parser
+    from meshsim.cli.entry_point import build_parser
     from meshsim.cli.lab_command import lab_plan_of
 
     def plan(*flags: str):

@@ -329,7 +329,7 @@ def _memory_runs(root, connections=(1, 4, 16, 64), rates=(100.0, 1000.0)) -> Non
     """A baseline run and server-sidecar runs whose sidecar RSS follows a known law (base 50, 0.1 per connection,
     0.5 per request held; held = achieved rps x mean latency, as the runs' fortio results say)."""
     from meshsim.calibrate.measure.fortio_histogram import result_json
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     rng = np.random.default_rng(3)
     for path in ("baseline", "server-sidecar"):

@@ -121,7 +121,7 @@ def _write_side_runs(root, rng) -> tuple:
 
     from meshsim.calibrate.measure.fortio_histogram import result_json
     from meshsim.distributions import Gamma, LogNormal, Shifted
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     n = 20000
     base, inbound = Shifted(LogNormal(math.log(0.12e-3), 0.3), 0.16e-3), Shifted(Gamma(3.0, 0.03e-3), 0.04e-3)
@@ -179,7 +179,7 @@ def test_a_model_with_measured_sides_keeps_them_over_the_bursts(tmp_path) -> Non
     from meshsim.calibrate.fit_beyond_passes import add_held_fraction
     from meshsim.calibrate.measure.dataset import load_runs
     from meshsim.calibrate.measure.fortio_histogram import result_json
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     manifest = RunManifest(id="burst", source="lab", provenance="synthetic: test_side_cpu.py",
                            when="2026-11-25T00:00:00Z", where={}, setup=Setup(mesh="envoy", path="both-sidecars"),

@@ -33,7 +33,7 @@ from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.calibrate.fit_runs import fit_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.catalog import load_mesh, load_topology
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 WAKE = {"delay_ms": 0.0, "cpu_ms": 0.3, "tau_ms": 4.0, "resume_cpu_ms": 0.04, "source": "test truth"}
 CPU_FRACTION = 0.5

@@ -20,7 +20,6 @@ from meshsim.errors import MeshsimError
 from meshsim.scenario import Scenario
 from meshsim.workload import OpenLoad, Workload
 from meshsim.sim.fast import fast_kernels as K
-from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine.replication_measures import backlog, component_usage, expected_wire_bytes, node_utilization, time_breakdown
 from meshsim.sim.engine.replication_result import Horizon, in_filed_order, PastDeadline, ReplicationResult
 from meshsim.sim.fast.fast_layout import Layout
@@ -35,14 +34,14 @@ ENGINE_NAME = "fast-numba/1"
 
 def _tokens(count: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token tables (ints and floats, with ``depth`` call frames each) and the free list."""
-    return (np.zeros((count, V.T_FRAMES + 4 * depth), dtype=np.int64), np.zeros((count, V.TF_FRAMES + 4 * depth)),
+    return (np.zeros((count, K.T_FRAMES + 4 * depth), dtype=np.int64), np.zeros((count, K.TF_FRAMES + 4 * depth)),
             np.arange(count - 1, -1, -1, dtype=np.int64))
 
 
 def _grow_tokens(TI: np.ndarray, TF: np.ndarray, FREE: np.ndarray, free_n: int) -> tuple:
     """Twice the tokens; the new ids go under the free ones (the pool hands out the old free ids first)."""
     old = TI.shape[0]
-    ti, tf, free = _tokens(2 * old, (TI.shape[1] - V.T_FRAMES) // 4)
+    ti, tf, free = _tokens(2 * old, (TI.shape[1] - K.T_FRAMES) // 4)
     ti[:old], tf[:old] = TI, TF
     ids = np.concatenate([np.arange(2 * old - 1, old - 1, -1, dtype=np.int64), FREE[:free_n]])
     free[:ids.size] = ids
@@ -63,8 +62,8 @@ def first_tokens(depth: int, threads: int, room: int) -> int:
     """Tokens to start with: 1024, fewer when a deep graph makes each large (their tables grow as needed), and at
     least what the load generator's start takes (fortio's parallel warm-up: a token per thread) plus one event's
     room."""
-    row_bytes = 8 * (V.T_FRAMES + V.TF_FRAMES + 8 * depth)
-    return max(min(FIRST_TOKENS, int(TOKEN_TABLE_MB * 2**20 // row_bytes)), threads + room + V.MARGIN)
+    row_bytes = 8 * (K.T_FRAMES + K.TF_FRAMES + 8 * depth)
+    return max(min(FIRST_TOKENS, int(TOKEN_TABLE_MB * 2**20 // row_bytes)), threads + room + K.MARGIN)
 
 
 class EngineOverflow(MeshsimError):
@@ -128,7 +127,7 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int, deadline: float 
     rate = workload.load.rps if np.isfinite(workload.load.rps) else 1e4  # think time 0: the buffer grows as needed
     LAT = np.zeros((int(min(rate, 1e6) * (horizon.duration + horizon.drain) * 1.1) + 1024, 2))
     flags, load_f = layout.view(K.R_FLAGS)[0], layout.view(K.R_LOADF)[0]
-    threads = int(layout.view(K.R_LOADI)[0, V.L_THREADS])  # every user or connection starts at once
+    threads = int(layout.view(K.R_LOADI)[0, K.L_THREADS])  # every user or connection starts at once
     heap = max(FIRST_HEAP, threads + 2 * int(flags[K.G_HEAP_MARGIN]))
     HT, HI = np.zeros(heap), np.zeros((heap, 2), dtype=np.int64)
     depth = _depth(setup.scenario)
@@ -141,19 +140,19 @@ def run_on_setup(setup: FastSetup, seed: int, replication: int, deadline: float 
             raise EngineOverflow(f"the compiled engine's tables ran out of room ({TI.shape[0]} tokens of {depth} "
                                  f"frames, {HT.size} heap slots, {LAT.shape[0]} latencies): a bug, please report it; "
                                  "--engine simpy runs this prediction")
-        if code == V.DONE:
+        if code == K.DONE:
             break
         if time.perf_counter() > deadline:
             raise PastDeadline(f"replication {replication} still running at its deadline")
-        if code == V.REFILL:
-            buffers.refill(float(load_f[V.LF_NOW]), float(load_f[V.LF_ORIGIN]) + horizon.duration)
+        if code == K.REFILL:
+            buffers.refill(float(load_f[K.LF_NOW]), float(load_f[K.LF_ORIGIN]) + horizon.duration)
             flags[K.G_LOW] = 0
             continue
         while flags[K.G_FREE_N] < flags[K.G_TOKEN_MARGIN]:
             TI, TF, FREE, flags[K.G_FREE_N] = _grow_tokens(TI, TF, FREE, int(flags[K.G_FREE_N]))
         while flags[K.G_HEAP_N] + flags[K.G_HEAP_MARGIN] > HT.size:
             HT, HI = np.resize(HT, 2 * HT.size), np.resize(HI, (2 * HT.size, 2))
-        if layout.view(K.R_LOADI)[0, V.L_NLAT] + V.MARGIN > LAT.shape[0]:
+        if layout.view(K.R_LOADI)[0, K.L_NLAT] + K.MARGIN > LAT.shape[0]:
             LAT = np.resize(LAT, (2 * LAT.shape[0], 2))
     _write_back(setup.system, setup.lowering, layout)
     result = _result(setup.system, workload, horizon, layout, LAT)
@@ -188,16 +187,16 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
             LAT: np.ndarray) -> ReplicationResult:
     """engine.run_replication's summary of the run, from the compiled loop's counters."""
     load_i, load_f = layout.view(K.R_LOADI)[0], layout.view(K.R_LOADF)[0]
-    origin, warmup = float(load_f[V.LF_ORIGIN]), horizon.warmup
-    if workload.load.runs_fixed_calls and load_i[V.L_ENDS]:
-        end = float(load_f[V.LF_MAX_END])  # fortio's elapsed ends when its last thread ends
+    origin, warmup = float(load_f[K.LF_ORIGIN]), horizon.warmup
+    if workload.load.runs_fixed_calls and load_i[K.L_ENDS]:
+        end = float(load_f[K.LF_MAX_END])  # fortio's elapsed ends when its last thread ends
     else:
         end = origin + horizon.duration
     window = max(end - origin - warmup, 1e-12)
-    measured = int(load_i[V.L_NLAT])
+    measured = int(load_i[K.L_NLAT])
     latencies, filed_at = in_filed_order(LAT[:measured, 0], LAT[:measured, 1])  # copies
     busy_window = max(min(horizon.duration, end - origin) - warmup, 1e-12)
-    started = int(load_i[V.L_IN_WINDOW])
+    started = int(load_i[K.L_IN_WINDOW])
     growth, answered = backlog(workload.load, filed_at, latencies, origin + warmup,
                                origin + horizon.duration)  # filed_at: the send times (open load)
     return ReplicationResult(
@@ -205,11 +204,11 @@ def _result(system: System, workload: Workload, horizon: Horizon, layout: Layout
         window=window,
         started=started,
         completed=latencies.size,
-        in_flight=int(load_i[V.L_STARTED] - load_i[V.L_FINISHED]),
+        in_flight=int(load_i[K.L_STARTED] - load_i[K.L_FINISHED]),
         achieved_rps=latencies.size / window,
         usage=component_usage(system, busy_window),
         busy_window=busy_window,
-        sim_time=float(load_f[V.LF_NOW]),
+        sim_time=float(load_f[K.LF_NOW]),
         breakdown=time_breakdown(system, started),
         node_utilization=node_utilization(system, busy_window),
         backlog_growth=growth,
@@ -230,15 +229,15 @@ def _series(system: System, lowering: Lowering, horizon: Horizon, layout: Layout
     edges = window_edges(origin + horizon.warmup, origin + horizon.duration, horizon.series_s)
     load_i = layout.view(K.R_LOADI)[0]
     snapshots = layout.view(K.R_SAMPLES)[:edges.size].reshape(edges.size, -1, 2)
-    if int(load_i[V.L_SAMPLE_K]) == edges.size - 1:  # no drain: the run ended at the last edge, before its turn
+    if int(load_i[K.L_SAMPLE_K]) == edges.size - 1:  # no drain: the run ended at the last edge, before its turn
         snapshots[-1, :, 0] = layout.view(K.R_BUSY).sum(axis=1)[:snapshots.shape[1]]
         snapshots[-1, :, 1] = layout.view(K.R_STI)[:snapshots.shape[1], K.ST_JOBS]
-    elif int(load_i[V.L_SAMPLE_K]) != edges.size:
-        raise RuntimeError(f"the compiled loop took {load_i[V.L_SAMPLE_K]} snapshots for {edges.size} window edges")
+    elif int(load_i[K.L_SAMPLE_K]) != edges.size:
+        raise RuntimeError(f"the compiled loop took {load_i[K.L_SAMPLE_K]} snapshots for {edges.size} window edges")
     stations = system.stations()
     snapshots = snapshots[:, [lowering.station_ids[id(station)] for _, station, _ in stations]]
     sampler = CpuSampler(edges, stations, busy=snapshots[:, :, 0].tolist(), jobs=snapshots[:, :, 1].tolist())
-    measured = LAT[:int(load_i[V.L_NLAT])]
+    measured = LAT[:int(load_i[K.L_NLAT])]
     return replication_series(sampler, origin, measured[:, 1], measured[:, 0])
 
 

@@ -15,8 +15,7 @@ import numpy as np
 
 from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
-from meshsim.sim.fast import fast_kernels as K
-from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
+from meshsim.sim.fast import fast_kernels as K  # the loop, its op codes and its table columns
 from meshsim.sim.engine.components import ProxyInstance
 from meshsim.sim.engine.stations import Station
 from meshsim.sim.fast.fast_streams import StreamTable
@@ -118,23 +117,23 @@ class Lowering:
         system, topo = self.system, self.system.scenario.topology
         client_node = self.node(topo.client.node)
         declared = 1 if topo.client.node in system.node_cpu else 0
-        ops: list[list] = [[V.OP_CLIENT_PRE, self.streams.sampler(system.client_overhead),
+        ops: list[list] = [[K.OP_CLIENT_PRE, self.streams.sampler(system.client_overhead),
                             self.streams.sampler(system.client_cpu_per_call), client_node, declared]]
         if not system.workload.keepalive:
             rtts = 1 + (2 if system.workload.tls else 0)
-            ops.append([V.OP_RTT, client_node, self.node("edge"), rtts])
+            ops.append([K.OP_RTT, client_node, self.node("edge"), rtts])
         for _, lat, station, service in system.edges:
-            ops.append([V.OP_EDGE_LAT, self.streams.sampler(lat)])
+            ops.append([K.OP_EDGE_LAT, self.streams.sampler(lat)])
             if station is not None and service is not None:
-                ops += [[V.OP_YIELD], [V.OP_EDGE_SERVE, self.station(station), self.streams.sampler(service)]]
-        ops.append([V.OP_CALL, self.route(system.client, topo.entry)])
+                ops += [[K.OP_YIELD], [K.OP_EDGE_SERVE, self.station(station), self.streams.sampler(service)]]
+        ops.append([K.OP_CALL, self.route(system.client, topo.entry)])
         for _, lat, _, _ in system.edges:
-            ops.append([V.OP_EDGE_LAT, self.streams.sampler(lat)])
-        ops += [[V.OP_YIELD], [V.OP_END_REQUEST]]
+            ops.append([K.OP_EDGE_LAT, self.streams.sampler(lat)])
+        ops += [[K.OP_YIELD], [K.OP_END_REQUEST]]
         return ops
 
     def _pass(self, proxy: ProxyInstance, kind: str, nbytes: int, last: bool, handshake: bool, slot: int) -> list:
-        return [V.OP_PASS, self.proxy(proxy), self.streams.sampler(proxy.passes[kind]), nbytes, int(last),
+        return [K.OP_PASS, self.proxy(proxy), self.streams.sampler(proxy.passes[kind]), nbytes, int(last),
                 int(handshake), slot, SIDE_CODES[pass_side(kind)]]
 
     def route_block(self, caller: Caller, target: str, r: int) -> list[list]:
@@ -149,44 +148,44 @@ class Lowering:
         ops: list[list] = []
         if system.mtls and out is not None and inbound is not None:
             pair = self.tls_pairs.setdefault((id(out), id(inbound)), len(self.tls_pairs))
-            ops.append([V.OP_TLS, pair])
+            ops.append([K.OP_TLS, pair])
         src = cnode
         if out is not None:
             onode = self.node(out.node)
-            ops += [[V.OP_HOP, cnode, onode, req, int(onode == cnode)], [V.OP_YIELD],
+            ops += [[K.OP_HOP, cnode, onode, req, int(onode == cnode)], [K.OP_YIELD],
                     self._pass(out, "outbound_request", req, False, True, 0)]
             src = onode
         if lb is not None:
             lnode = self.node(lb.node)
-            ops += [[V.OP_HOP, src, lnode, req, 0], [V.OP_YIELD], self._pass(lb, "request", req, False, False, 1)]
+            ops += [[K.OP_HOP, src, lnode, req, 0], [K.OP_YIELD], self._pass(lb, "request", req, False, False, 1)]
             src = lnode
-        ops.append([V.OP_HOP, src, node, req, 0])
+        ops.append([K.OP_HOP, src, node, req, 0])
         if inbound is not None and inbound.handshake_round_trips and system.mtls and out is not None:
-            ops.append([V.OP_HS_RTT, src, node, inbound.handshake_round_trips])
+            ops.append([K.OP_HS_RTT, src, node, inbound.handshake_round_trips])
         if inbound is not None:
-            ops += [[V.OP_YIELD], self._pass(inbound, "inbound_request", req, False, True, 2),
-                    [V.OP_HOP, node, node, req, 1]]
-        ops.append([V.OP_GOSUB, ("handler", replica.instance)])
+            ops += [[K.OP_YIELD], self._pass(inbound, "inbound_request", req, False, True, 2),
+                    [K.OP_HOP, node, node, req, 1]]
+        ops.append([K.OP_GOSUB, ("handler", replica.instance)])
         ops += self._response(caller, out, lb, inbound, node, src, resp)
         return ops
 
     def _response(self, caller: Caller, out, lb, inbound, node: int, src: int, resp: int) -> list[list]:
         ops: list[list] = []
         if inbound is not None:
-            ops += [[V.OP_HOP, node, node, resp, 1], [V.OP_YIELD],
-                    self._pass(inbound, "inbound_response", resp, True, False, -1), [V.OP_HOLD, self.proxy(inbound), 2]]
+            ops += [[K.OP_HOP, node, node, resp, 1], [K.OP_YIELD],
+                    self._pass(inbound, "inbound_response", resp, True, False, -1), [K.OP_HOLD, self.proxy(inbound), 2]]
         if lb is not None:
             lnode = self.node(lb.node)
             back = src if out is None else self.node(out.node)  # src is the LB's node here, as in System.call
-            ops += [[V.OP_HOP, node, lnode, resp, 0], [V.OP_YIELD], self._pass(lb, "response", resp, True, False, -1),
-                    [V.OP_HOLD, self.proxy(lb), 1], [V.OP_HOP, lnode, back, resp, 0]]
+            ops += [[K.OP_HOP, node, lnode, resp, 0], [K.OP_YIELD], self._pass(lb, "response", resp, True, False, -1),
+                    [K.OP_HOLD, self.proxy(lb), 1], [K.OP_HOP, lnode, back, resp, 0]]
         else:
-            ops.append([V.OP_HOP, node, src, resp, 0])
+            ops.append([K.OP_HOP, node, src, resp, 0])
         if out is not None:
             onode, cnode = self.node(out.node), self.node(caller.node)
-            ops += [[V.OP_YIELD], self._pass(out, "outbound_response", resp, True, False, -1),
-                    [V.OP_HOLD, self.proxy(out), 0], [V.OP_HOP, onode, cnode, resp, int(onode == cnode)]]
-        ops += [[V.OP_YIELD], [V.OP_CALL_END]]
+            ops += [[K.OP_YIELD], self._pass(out, "outbound_response", resp, True, False, -1),
+                    [K.OP_HOLD, self.proxy(out), 0], [K.OP_HOP, onode, cnode, resp, int(onode == cnode)]]
+        ops += [[K.OP_YIELD], [K.OP_CALL_END]]
         return ops
 
     def handler_block(self, replica) -> list[list]:
@@ -196,24 +195,24 @@ class Lowering:
         ops: list[list] = []
         for i, step in enumerate(replica.service.handler):
             if i in replica.computes:
-                ops += [[V.OP_YIELD], [V.OP_COMPUTE, self.station(replica.station),
+                ops += [[K.OP_YIELD], [K.OP_COMPUTE, self.station(replica.station),
                                        self.streams.sampler(replica.computes[i])]]
             elif isinstance(step, Call):
-                ops.append([V.OP_CALL, self.route(me, step.service)])
+                ops.append([K.OP_CALL, self.route(me, step.service)])
             elif isinstance(step, Choose):
                 chooser = system.streams.uniforms(f"{replica.instance}:choose{i}")
                 routes = [self.route(me, name) for name in step.services]
                 self.chooses.append((self.streams.sampler(chooser), list(step.weights), routes))
-                ops.append([V.OP_CHOOSE, len(self.chooses) - 1])
+                ops.append([K.OP_CHOOSE, len(self.chooses) - 1])
             elif isinstance(step, Parallel):
                 fork = len(self.forks)
                 self.forks.append([])
                 for k, name in enumerate(step.services):
                     label = ("branch", fork, k)
-                    self.blocks[label] = [[V.OP_CALL, self.route(me, name)], [V.OP_END_BRANCH]]
+                    self.blocks[label] = [[K.OP_CALL, self.route(me, name)], [K.OP_END_BRANCH]]
                     self.forks[fork].append(label)
-                ops += [[V.OP_YIELD], [V.OP_FORK, fork]]
-        ops += [[V.OP_YIELD], [V.OP_RET]]
+                ops += [[K.OP_YIELD], [K.OP_FORK, fork]]
+        ops += [[K.OP_YIELD], [K.OP_RET]]
         return ops
 
 
@@ -263,10 +262,10 @@ def fold_waits(ops: list[list]) -> list[list]:
     folded: list[list] = []
     wait = False
     for op in ops:
-        if op[0] == V.OP_YIELD:
+        if op[0] == K.OP_YIELD:
             wait = True
             continue
-        folded.append([op[0] + V.OP_WAIT, *op[1:]] if wait else op)
+        folded.append([op[0] + K.OP_WAIT, *op[1:]] if wait else op)
         wait = False
     if wait:
         raise RuntimeError("a block of the compiled program ends with a wait")

@@ -19,7 +19,6 @@ from meshsim.distributions import Exponential
 from meshsim.scenario import Scenario
 from meshsim.workload import FortioLoad, OpenLoad, SequentialLoad, Workload, Wrk2Load
 from meshsim.sim.fast import fast_kernels as K
-from meshsim.sim.fast import fast_kernels as V  # the loop's op codes and columns
 from meshsim.sim.engine.replication_result import Horizon
 from meshsim.sim.fast.fast_layout import Layout
 from meshsim.sim.fast.fast_program import (Lowering, balancer_arrays, link, network_arrays, node_arrays, proxy_arrays,
@@ -161,14 +160,14 @@ def load_arrays(workload: Workload, horizon: Horizon, streams: Streams, table, c
     """The load generator's parameters, its per-thread (fortio), per-user (sequential) or per-connection (wrk2)
     state, and its rate profile's points (time s, rps)."""
     load = workload.load
-    load_i = np.zeros(V.LOAD_I, dtype=np.int64)
-    load_f = np.zeros(V.LOAD_F)
-    load_f[V.LF_DURATION], load_f[V.LF_WARMUP], load_f[V.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
-    load_f[V.LF_MAX_END], load_f[V.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
-    load_i[V.L_CLIENT_PC], load_i[V.L_JITTER] = client_pc, -1
+    load_i = np.zeros(K.LOAD_I, dtype=np.int64)
+    load_f = np.zeros(K.LOAD_F)
+    load_f[K.LF_DURATION], load_f[K.LF_WARMUP], load_f[K.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
+    load_f[K.LF_MAX_END], load_f[K.LF_WINDOW] = -np.inf, horizon.series_s or 0.0
+    load_i[K.L_CLIENT_PC], load_i[K.L_JITTER] = client_pc, -1
     lowering = LOWERINGS[type(load)]
     threads, profile = lowering.lower(load, horizon, streams, table, load_i, load_f)
-    load_i[V.L_THREADS] = threads
+    load_i[K.L_THREADS] = threads
     th_i, th_f = np.zeros((threads, 3), dtype=np.int64), np.zeros((threads, 3))
     if lowering.threads is not None:
         lowering.threads(load, streams, table, th_i, th_f)
@@ -179,16 +178,16 @@ def _open_load(load: OpenLoad, horizon: Horizon, streams: Streams, table, load_i
                load_f: np.ndarray) -> tuple[int, np.ndarray]:
     """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
     peak = load.profile.max_rps if load.profile is not None else load.rps
-    load_i[V.L_KIND] = V.LOAD_OPEN
-    load_i[V.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
-    load_i[V.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
-    load_i[V.L_CONNECTIONS] = load.connections
+    load_i[K.L_KIND] = K.LOAD_OPEN
+    load_i[K.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
+    load_i[K.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
+    load_i[K.L_CONNECTIONS] = load.connections
     if load.profile is None:
         return 1, np.zeros((1, 2))
-    load_i[V.L_PROFILE] = V.PROFILE_STEPS if load.profile.kind == "steps" else V.PROFILE_RAMP
-    load_i[V.L_POINTS] = len(load.profile.points)
-    load_i[V.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
-    load_f[V.LF_PEAK] = peak
+    load_i[K.L_PROFILE] = K.PROFILE_STEPS if load.profile.kind == "steps" else K.PROFILE_RAMP
+    load_i[K.L_POINTS] = len(load.profile.points)
+    load_i[K.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
+    load_f[K.LF_PEAK] = peak
     return 1, np.array(load.profile.points, dtype=float).reshape(-1, 2)
 
 
@@ -196,39 +195,39 @@ def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, lo
                  load_f: np.ndarray) -> tuple[int, np.ndarray]:
     """fortio's plan, pacing options and warm-up mode; one thread per planned fortio thread."""
     plan = FortioPlan.of(load, horizon.duration)
-    load_i[V.L_KIND], load_i[V.L_CALLS] = V.LOAD_FORTIO, plan.calls_per_thread
-    load_i[V.L_UNIFORM], load_i[V.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
+    load_i[K.L_KIND], load_i[K.L_CALLS] = K.LOAD_FORTIO, plan.calls_per_thread
+    load_i[K.L_UNIFORM], load_i[K.L_NOCATCHUP] = int(load.uniform), int(load.nocatchup)
     if load.jitter:
-        load_i[V.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
-    load_i[V.L_WARM_MODE] = {"none": V.WARM_NONE, "parallel": V.WARM_PARALLEL,
-                             "sequential": V.WARM_SEQUENTIAL}[load.warmup_mode]
-    load_f[V.LF_RATE] = load.rps / plan.threads
+        load_i[K.L_JITTER] = table.sampler(streams.uniforms("fortio:jitter"))
+    load_i[K.L_WARM_MODE] = {"none": K.WARM_NONE, "parallel": K.WARM_PARALLEL,
+                             "sequential": K.WARM_SEQUENTIAL}[load.warmup_mode]
+    load_f[K.LF_RATE] = load.rps / plan.threads
     return plan.threads, np.zeros((1, 2))
 
 
 def _wrk2_load(load: Wrk2Load, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
                load_f: np.ndarray) -> tuple[int, np.ndarray]:
     """wrk2's schedule: one thread per used connection."""
-    load_i[V.L_KIND] = V.LOAD_WRK2
-    load_f[V.LF_INTERVAL], load_f[V.LF_TIMER], load_f[V.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
+    load_i[K.L_KIND] = K.LOAD_WRK2
+    load_f[K.LF_INTERVAL], load_f[K.LF_TIMER], load_f[K.LF_CLOCK] = load.interval_s, load.timer_s, WRK2_CLOCK_S
     return load.used_connections, np.zeros((1, 2))
 
 
 def _wrk2_threads(load: Wrk2Load, streams: Streams, table, th_i: np.ndarray, th_f: np.ndarray) -> None:
     """Connection i of a thread connects i x 5 ms after the thread starts."""
-    th_f[:, V.THF_START] = (np.arange(len(th_f)) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
+    th_f[:, K.THF_START] = (np.arange(len(th_f)) % load.connections_per_thread) * WRK2_CONNECT_STAGGER_S
 
 
 def _sequential_load(load: SequentialLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,
                      load_f: np.ndarray) -> tuple[int, np.ndarray]:
-    load_i[V.L_KIND] = V.LOAD_SEQUENTIAL
+    load_i[K.L_KIND] = K.LOAD_SEQUENTIAL
     return load.users, np.zeros((1, 2))
 
 
 def _sequential_threads(load: SequentialLoad, streams: Streams, table, th_i: np.ndarray, th_f: np.ndarray) -> None:
     """Each user's think-time stream."""
     for user in range(len(th_i)):
-        th_i[user, V.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
+        th_i[user, K.TH_STREAM] = table.sampler(streams.sampler(f"user{user}:think", load.think))
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,7 @@ def event_room(lowering: Lowering, load_i: np.ndarray) -> tuple[int, int]:
     timed run pushes every thread's first wake-up at once (the start's bursts -- every user or connection, fortio's
     parallel warm-up -- come before the first event: the tables' first sizes cover them, sim/fast/fast_engine.py)."""
     fork = max((len(branches) for branches in lowering.forks), default=0)
-    threads = int(load_i[V.L_THREADS]) if load_i[V.L_KIND] == V.LOAD_FORTIO else 0
+    threads = int(load_i[K.L_THREADS]) if load_i[K.L_KIND] == K.LOAD_FORTIO else 0
     return K.MARGIN + fork, K.MARGIN + fork + threads + 2  # + the next arrival or window edge, and a wait
 
 
@@ -294,5 +293,5 @@ def _sample_rows(horizon: Horizon, stations: int, load_i: np.ndarray) -> np.ndar
     if not horizon.series_s:
         return np.zeros((1, 1))
     rows = window_edges(horizon.warmup, horizon.duration, horizon.series_s).size + 1
-    load_i[V.L_SAMPLE_ROWS], load_i[V.L_STATIONS] = rows, stations
+    load_i[K.L_SAMPLE_ROWS], load_i[K.L_STATIONS] = rows, stations
     return np.zeros((rows, 2 * stations))

@@ -19,7 +19,7 @@ import yaml
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, ModelError
 from meshsim.outputs import check_folder, print_result
-from meshsim.runs import LoadSettings, RunManifest, Setup, read_manifest, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, read_manifest, write_run
 
 from . import usage
 from .client import KubeApi
