@@ -77,7 +77,7 @@ def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_
 
 def test_the_installed_numba_still_ships_its_ahead_of_time_compiler() -> None:
     """numba.pycc builds the native module: pending deprecation since numba 0.57, still in 0.68.1, with no supported
-    successor yet (sim/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
+    successor yet (sim/fast/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
     then pays numba's import: this fails so that the suite notices such a numba."""
     assert fast_native._pycc().__module__.startswith("numba.pycc")
 
