@@ -193,7 +193,7 @@ def fit_runs(
     check_identified(decomp, ref_runs)
     replay = load_dependence.wake_runs(usable)
     if other_runs and replay:
-        def assemble(with_extra: load_dependence.Extra, with_decomp: Decomposition) -> dict[str, Any]:
+        def assemble(with_extra: load_dependence.LoadDependenceFit, with_decomp: Decomposition) -> dict[str, Any]:
             return _assemble(mesh, with_decomp, with_extra, usable, n_workers, ref_rps, other_runs, [], [],
                              default_features, feature_descriptions, version, description, connection_balance)
 
@@ -334,7 +334,7 @@ def _lb_section(mesh: str, decomp: Decomposition, n_workers: int) -> dict[str, A
     return lb
 
 
-def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.Extra, usable: Sequence[Run], n_workers: int,
+def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.LoadDependenceFit, usable: Sequence[Run], n_workers: int,
               ref_rps: float | None, other_runs: Sequence[Run], notes: list[str], flagged: list[str],
               default_features: Iterable[str], feature_descriptions: Mapping[str, str] | None, version: str | None,
               description: str | None, balance: str = "hash") -> dict[str, Any]:

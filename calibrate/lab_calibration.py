@@ -1,4 +1,5 @@
-"""The standard lab probe plan behind ``meshsim calibrate --lab``: short real runs per mode, then the fitter.
+"""The lab calibration behind ``meshsim calibrate --lab``: the plan's short real runs per mode (``lab_plan``), then
+the fitter.
 
 Plan: every proxy path and feature the mesh model needs (baseline, server-sidecar, both sidecars, mtls, tracing on a
 single service; proxy-lb and client-lb over 3 replicas), one connection at a few low rates (the per-hop cost depends
@@ -13,34 +14,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from meshsim.errors import FieldError, Interrupted, MeshsimError
+from meshsim.errors import Interrupted, MeshsimError
 from meshsim.outputs import check_file
 
 from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.measure.lab.commands import DEFAULT_LAB_DIR, check_lab_targets, lab_run
-from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeSettings
-from meshsim.calibrate.measure.lab.spec import (DEFAULT_DURATION_S, DEFAULT_MESH, DEFAULT_PAYLOADS, DEFAULT_RATES,
-                                               DEFAULT_WORKERS, LabSpec)
+from meshsim.calibrate.lab_plan import BATCH_CONNECTIONS, LADDER_CONNECTIONS, LADDER_STAGES, LabPlan
+from meshsim.calibrate.measure.lab.commands import check_lab_targets, lab_run
+from meshsim.calibrate.measure.lab.probe import ProbeSettings
+from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.stored_probes import StoredProbes
-from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
 from meshsim.progress import Progress
 
-PLAN_STAGES: tuple[tuple[str, str], ...] = (
-    ("single", "baseline"),
-    ("single", "server-sidecar"),
-    ("single", "sidecar"),
-    ("single", "mtls"),
-    ("single", "tracing"),
-    ("lb3", "proxy-lb"),
-    ("lb3", "client-lb"),
-)
-BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one worker busy
-# The load ladder: many connections at rising rates, so the workers' idle gaps span the wake-ups' time scale. A
-# sidecar's CPU per request halves from 1 500 to 12 000 rps (measurements/lab-high-rate-2026-11-26); runs at
-# <= 1 000 rps leave every pass cold and cannot tell a wake-up's cost from the pass's own.
-LADDER_CONNECTIONS = 16
-LADDER_RATES: tuple[float, ...] = (1500.0, 4500.0, 9000.0)
-LADDER_STAGES: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single", "sidecar"))
 # A rung that saturates sets the ladder's top from what the host carried: one more rung at this fraction of it
 # (just below saturation the workers' idle gaps are shortest, yet a c=16 fortio load still keeps its rate), unless
 # the planned rungs already reach within MIN_RUNG_STEP of it.
@@ -83,23 +67,6 @@ class LabCalibration:
         return "\n".join(lines)
 
 
-def plan_probes(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
-    return [ProbeSettings(rps=q, connections=1, duration_s=duration_s, payload_bytes=b)
-            for b in payloads for q in rates]
-
-
-def ladder_plan(payloads: Sequence[int], duration_s: float,
-                rates: Sequence[float] = LADDER_RATES) -> list[ProbeSettings]:
-    return [ProbeSettings(rps=q, connections=LADDER_CONNECTIONS, duration_s=duration_s, payload_bytes=payloads[0])
-            for q in sorted(rates)]
-
-
-def burst_plan(rates: Sequence[float], payloads: Sequence[int], duration_s: float) -> list[ProbeSettings]:
-    """Bursts of synchronised requests at the lowest rate: what part of a pass holds its worker."""
-    return [ProbeSettings(rps=min(rates), connections=c, duration_s=duration_s, payload_bytes=payloads[0])
-            for c in BURST_CONNECTIONS]
-
-
 @dataclass
 class _Measurer:
     """Measures the plan's probes setup by setup, or (resuming) takes a probe's stored run folder instead."""
@@ -136,28 +103,26 @@ class _Measurer:
         return [folder if folder is not None else next(fresh) for folder in found]
 
 
-def _measure_plan(m: _Measurer, stages: Sequence[tuple[str, str]], probes: Sequence[ProbeSettings],
-                  bursts: Sequence[ProbeSettings], batching: bool, ladder: Sequence[ProbeSettings], mesh: str,
-                  workers: int, rates: Sequence[float], payloads: Sequence[int], duration_s: float, total: int,
-                  started: float) -> None:
-    for index, (topology, mode) in enumerate(stages, 1):
-        m.say(f"[{index}/{len(stages)}] {mode} ({topology}) ...")
-        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), probes)
-        m.say(f"[{index}/{len(stages)}] {mode} done, {len(m.runs)}/{total} runs, {time.monotonic() - started:.0f} s")
-    if bursts:
+def _measure_plan(m: _Measurer, plan: LabPlan, started: float) -> None:
+    mesh, workers, total = plan.mesh, plan.workers, plan.total_runs
+    for index, (topology, mode) in enumerate(plan.stages, 1):
+        m.say(f"[{index}/{len(plan.stages)}] {mode} ({topology}) ...")
+        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), plan.probes)
+        m.say(f"[{index}/{len(plan.stages)}] {mode} done, {len(m.runs)}/{total} runs, "
+              f"{time.monotonic() - started:.0f} s")
+    if plan.bursts:
         m.say(f"burst probes: both sidecars, {workers} workers, c = "
-              f"{'/'.join(str(b.connections) for b in bursts)} firing together at {bursts[0].rps:g} rps ...")
-        m.measure(LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh), bursts)
-    if batching:
-        rps = max(rates)
-        m.say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {rps:g} rps ...")
-        m.measure(LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh),
-                  [ProbeSettings(rps=rps, connections=BATCH_CONNECTIONS, duration_s=duration_s,
-                                 payload_bytes=payloads[0])])
-    for topology, mode in LADDER_STAGES if ladder else ():
+              f"{'/'.join(str(b.connections) for b in plan.bursts)} firing together at {plan.bursts[0].rps:g} rps ...")
+        m.measure(LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh), plan.bursts)
+    if plan.batching:
+        batch = plan.batching_probe_settings
+        m.say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {batch.rps:g} rps ...")
+        m.measure(LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh), [batch])
+    for topology, mode in LADDER_STAGES if plan.ladder else ():
         m.say(f"load ladder: {mode}, {workers} workers, c = {LADDER_CONNECTIONS} at "
-              f"{'/'.join(f'{p.rps:g}' for p in ladder)} rps ...")
-        m.ladder.extend(measure_ladder(m, LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), ladder))
+              f"{'/'.join(f'{p.rps:g}' for p in plan.ladder)} rps ...")
+        m.ladder.extend(measure_ladder(m, LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh),
+                                       plan.ladder))
 
 
 def measure_ladder(m: _Measurer, spec: LabSpec, ladder: Sequence[ProbeSettings]) -> list[LadderRung]:
@@ -191,67 +156,18 @@ def _rung(spec: LabSpec, folder: Path, added: bool) -> LadderRung:
                       run.status, folder, added)
 
 
-def calibrate_lab(
-    mesh: str = DEFAULT_MESH,
-    out_dir: Path = DEFAULT_OUT,
-    model_out: Path | None = None,
-    progress: Progress | None = None,
-    *,
-    rates: Sequence[float] = DEFAULT_RATES,
-    payloads: Sequence[int] = DEFAULT_PAYLOADS,
-    duration_s: float = DEFAULT_DURATION_S,
-    workers: int = DEFAULT_WORKERS,
-    stages: Sequence[tuple[str, str]] = PLAN_STAGES,
-    fit: bool = True,
-    batching_probe: bool = True,
-    burst_probes: bool = True,
-    load_ladder: bool = True,
-    ladder_rates: Sequence[float] = LADDER_RATES,
-    resume: bool = False,
-    state_dir: Path = DEFAULT_LAB_DIR,
-) -> LabCalibration:
-    """Run the standard plan (every run stored under ``out_dir``), then fit ``model_out`` from the runs.
-
-    ``batching_probe``: one more run, both sidecars on one worker each with eight connections firing together at
-    the top rate. One-connection runs wake an idle worker on every pass, so what a pass costs a worker that never
-    sleeps (the CPU floor that sets the saturation rate) cannot be told from the cost of waking it; here most
-    passes find their worker busy.
-
-    ``burst_probes``: both sidecars with c = 2, 4, 8 connections firing together (no -uniform) at the lowest rate.
-    The k-th request of a burst on a worker waits for the held part of the passes before it, which one connection
-    never shows: the fitter finds by simulation what fraction of a pass holds the worker.
-
-    ``load_ladder``: the baseline and both sidecars with 16 connections at 1 500, 4 500 and 9 000 rps. A worker's
-    CPU per request falls with load (fewer cold wake-ups); only idle gaps shorter than the wake-ups' time scale tell
-    the wake-up's cost from the pass's own, and the pass's own cost sets the saturation rate. A rung the host does
-    not carry is kept as a measured capacity and the ladder gets one more rung below it (``measure_ladder``);
-    ``ladder_rates`` replaces the planned rates.
-
-    ``resume``: a probe whose run is already stored under ``out_dir`` (same setup and load) is not measured again;
-    the fit uses the stored and the new runs. ``state_dir``: where the lab records its processes while it runs.
-    """
-    if not rates or not payloads:
-        raise FieldError("rates", "need at least one rate, and at least one payload size")
-    check_lab_targets(Path(state_dir), Path(out_dir))  # before minutes of measuring, not after
-    if fit and model_out is not None:
+def calibrate_lab(plan: LabPlan, progress: Progress | None = None) -> LabCalibration:
+    """Run ``plan`` (every run stored under its ``out_dir``), then fit its ``model_out`` from the runs."""
+    out_dir, model_out, state_dir = plan.out_dir, plan.model_out, plan.state_dir
+    check_lab_targets(state_dir, out_dir)  # before minutes of measuring, not after
+    if plan.fit and model_out is not None:
         check_file(model_out, "model_out", parents=True)
     say = progress or (lambda _msg: None)
-    LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh)  # refused here, not after the baseline
-    probes = plan_probes(rates, payloads, duration_s)
-    batching = batching_probe and ("single", "sidecar") in tuple(stages)
-    bursts = burst_plan(rates, payloads, duration_s) if burst_probes and ("single", "sidecar") in tuple(stages) else []
-    ladder = (ladder_plan(payloads, duration_s, ladder_rates) if load_ladder and set(LADDER_STAGES) <= set(stages)
-              else [])
-    total = len(stages) * len(probes) + int(batching) + len(bursts) + len(LADDER_STAGES) * len(ladder)
-    extras = "".join(f" + {n} {what}" for n, what in ((int(batching), "batching"), (len(bursts), "bursts"),
-                                                       (len(LADDER_STAGES) * len(ladder), "load ladder")) if n)
-    say(f"lab calibration for mesh {mesh!r}: {len(stages)} setups x {len(probes)} probes{extras} = {total} runs of "
-        f"{duration_s:g} s (about {total * (duration_s + 0.5) / 60:.1f} min)")
+    say(plan.headline())
     started = time.monotonic()
-    measurer = _Measurer(Path(out_dir), Path(state_dir), say, StoredProbes.scan(Path(out_dir)) if resume else None)
+    measurer = _Measurer(out_dir, state_dir, say, StoredProbes.scan(out_dir) if plan.resume else None)
     try:
-        _measure_plan(measurer, stages, probes, bursts, batching, ladder, mesh, workers, rates, payloads, duration_s,
-                      total, started)
+        _measure_plan(measurer, plan, started)
     except Interrupted:
         raise Interrupted(f"calibrate --lab interrupted; {len(measurer.runs)} run(s) kept in {out_dir}, every lab "
                           f"process stopped (--resume skips them next time)") from None
@@ -259,11 +175,10 @@ def calibrate_lab(
     if measurer.skipped:
         say(f"resume: skipped {len(measurer.skipped)} probes already stored in {out_dir}, measured "
             f"{len(runs) - len(measurer.skipped)}")
-    fitted = _fit(runs, mesh, Path(model_out), Path(out_dir), say) if fit and model_out is not None else None
+    fitted = _fit(runs, plan.mesh, model_out, out_dir, say) if plan.fit and model_out is not None else None
     elapsed = time.monotonic() - started
     say(f"lab calibration done in {elapsed:.0f} s; runs in {out_dir}" + (f", model {model_out}" if fitted else ""))
-    return LabCalibration(tuple(runs), Path(model_out) if model_out else None, elapsed, fitted,
-                          tuple(measurer.ladder))
+    return LabCalibration(tuple(runs), model_out, elapsed, fitted, tuple(measurer.ladder))
 
 
 def _fit(runs: Sequence[Path], mesh: str, model_out: Path, out_dir: Path, say: Progress) -> Any:

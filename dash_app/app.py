@@ -35,14 +35,14 @@ def create_app(
     budget_s: float = 1.2,
     capacity_finder: CapacityFinder | None = None,
 ) -> Dash:
-    """Build the what-if app over ``meshsim.sim.predict.predict_options`` and the built-in model catalog.
+    """Build the what-if app over ``meshsim.sim.experiments.predict.predict_options`` and the built-in model catalog.
 
     ``measurements_dirs`` are searched for run folders (and validation JSON) in addition to the measurements
     shipped with the package (unless ``include_shipped`` is false).
     """
     from meshsim.catalog import list_meshes, list_topologies, load_mesh
-    from meshsim.sim.capacity_search import find_capacity
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.capacity_search import find_capacity
+    from meshsim.sim.experiments.predict import predict_options
     from meshsim.topology import load_topology_text
 
     dirs = (default_dirs() if include_shipped else []) + [Path(d) for d in measurements_dirs]
@@ -74,7 +74,7 @@ def serve(host: str = "127.0.0.1", port: int = 8050, measurements_dir: Path | No
         raise FieldError("port", f"{port} is not a TCP port (1-65535)")
     _check_listen(host, port)
     app = create_app([measurements_dir] if measurements_dir else [])
-    from meshsim.sim.predict import load_compiled_engine
+    from meshsim.sim.engine_choice import load_compiled_engine
 
     # loaded before the first page asks for a point (under 0.1 s from the native module; a first build takes
     # minutes and says so)

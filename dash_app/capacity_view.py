@@ -1,6 +1,6 @@
 """The capacity view: the highest rate that meets an SLO, for each chosen mesh, as bars with 95 % CIs.
 
-It asks the same library function as ``meshsim capacity`` (``meshsim.sim.capacity_search.find_capacity``), with
+It asks the same library function as ``meshsim capacity`` (``meshsim.sim.experiments.capacity_search.find_capacity``), with
 the app's short interactive settings; the callback only delegates to :meth:`CapacityView.compute`, and the figure is
 built by the pure :func:`capacity_bars`. Results are cached per (scenario, mesh, SLO), so pressing the button again
 costs nothing.

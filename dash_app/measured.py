@@ -1,6 +1,6 @@
 """Measured runs (and validation results) to overlay on the predicted curves.
 
-Run folders are read with :func:`meshsim.runs.read_manifest`, their fortio results with the calibration's reader
+Run folders are read with :func:`meshsim.run_folder.read_manifest`, their fortio results with the calibration's reader
 (:func:`meshsim.calibrate.measure.fortio_result.read_result`, so the app refuses what calibration refuses). A run is shown
 next to a predicted curve only where its setup matches the scenario (see :func:`matches`).
 """
@@ -18,7 +18,7 @@ import numpy as np
 from meshsim.calibrate.measure.dataset import access_log_path
 from meshsim.calibrate.measure.fortio_result import read_result as read_fortio
 from meshsim.errors import MeshsimError
-from meshsim.runs import MANIFEST, RunManifest, read_manifest
+from meshsim.run_folder import MANIFEST, RunManifest, read_manifest
 
 from .what_if import MeshFeatures, WhatIf
 

@@ -1,7 +1,7 @@
 """Rate sweeps over the simulator, cached and computed coarse-then-fine within a time budget.
 
 This is the app's only road into the library: every prediction goes through :class:`Sweeper`, which calls
-``meshsim.sim.predict.predict_options`` with short interactive run settings, caches each point under the full set of inputs
+``meshsim.sim.experiments.predict.predict_options`` with short interactive run settings, caches each point under the full set of inputs
 that determined it, and hands work out in an order that puts something useful on screen first: each mesh's lowest
 rate (its utilisation bounds an automatic range), a coarse curve, the CDF point (which also carries the model's
 saturation search), the pinned baseline's point for the comparison, then the fine curve. :meth:`Sweeper.advance`
@@ -23,7 +23,7 @@ from meshsim.request import PredictOptions
 
 from .what_if import MeshFeatures, WhatIf
 
-Predictor = Callable[[PredictOptions], Any]  # meshsim.sim.predict.predict_options, or a wrapper of it
+Predictor = Callable[[PredictOptions], Any]  # meshsim.sim.experiments.predict.predict_options, or a wrapper of it
 TopologyParser = Callable[[str, str], Any]  # meshsim.topology.load_topology_text(text, where)
 AUTO_RANGE_FACTOR = 1.1  # an automatic range ends just past the first saturation among the meshes
 
@@ -31,7 +31,7 @@ AUTO_RANGE_FACTOR = 1.1  # an automatic range ends just past the first saturatio
 @dataclass(frozen=True)
 class PointSettings:
     """Run settings for interactive points: the CLI's precision (replications until the p99's 95 % CI is within
-    5 %, at the compiled engine's speed: sim/fast_engine.py), bounded per point in cost and wall time. A fixed
+    5 %, at the compiled engine's speed: sim/fast/fast_engine.py), bounded per point in cost and wall time. A fixed
     ``replications`` count runs exactly that many instead."""
 
     replications: int | None = None
@@ -42,7 +42,7 @@ class PointSettings:
     coarse_points: int = 5
     fine_points: int = 13  # (fine - 1) is a multiple of (coarse - 1): the fine grid contains the coarse one
     # One point's cost bound, so no request holds the server for long: a point estimated above max_events station
-    # visits is refused before simulating (sim/cost.py; the compiled engine books ~1e6 visits/s on a shared 2-core
+    # visits is refused before simulating (sim/experiments/run_cost.py; the compiled engine books ~1e6 visits/s on a shared 2-core
     # machine, so 5e6 is ~5 s: chain20 with istio at 5000 requests x 4 replications is 2e6), and no replication
     # starts after time_limit_s.
     max_events: float = 5e6

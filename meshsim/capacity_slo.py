@@ -2,7 +2,7 @@
 
 An :class:`Slo` is a set of upper limits on latency percentiles; a rate meets it when every percentile is at or
 under its limit. :class:`SizingQuestion` asks what size (every service's replicas, the proxy's CPU limit or its
-worker threads) meets the SLO at a target rate (replicas: of the services that limit it; sim/capacity_sizing.py).
+worker threads) meets the SLO at a target rate (replicas: of the services that limit it; sim/experiments/capacity_sizing.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The signals every command turns into an interrupt (``meshsim.cli.dispatch``), and holding them back.
+"""The signals every command turns into an interrupt (``meshsim.cli.entry_point``), and holding them back.
 
 A signal that lands inside ``os.fork`` runs its Python handler in an after-fork hook, where the exception it raises
 is swallowed ("Exception ignored in _releaseLock"): the interrupt is lost. So whatever forks or starts a child and
@@ -11,7 +11,7 @@ import signal
 from contextlib import contextmanager
 from typing import Iterator
 
-# The signals a command turns into an interrupt (meshsim.cli.dispatch): held back while a child is started and
+# The signals a command turns into an interrupt (meshsim.cli.entry_point): held back while a child is started and
 # recorded, so an interrupt never falls between the two and leaves a process nobody knows of.
 INTERRUPT_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 

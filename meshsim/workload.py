@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Union
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Union
 
-from meshsim.distributions import Distribution
+from meshsim.distributions import MS, Distribution
 from meshsim.errors import FieldError
 from meshsim.fortio_warmup import DEFAULT_VERSION, warmup_mode
 
@@ -77,8 +77,59 @@ class RateProfile:
         return RateProfile("ramp", ((0.0, start_rps), (duration_s, end_rps)))
 
 
+class LoadKind:
+    """What the engines and the cost model ask of every load kind; each kind below answers what differs.
+
+    Kept as data and small methods here (the data model knows no engine): how a kind starts its generator and is
+    lowered to the compiled engine lives in sim/, in registries keyed by its type (sim/engine/loadgen.py GENERATORS,
+    sim/fast/fast_setup.py LOWERINGS)."""
+
+    # arrivals independent of the answers (a backlog can grow; connection ids are nominal)
+    is_open: ClassVar[bool] = False
+    # a fixed count of calls per thread after untimed warm-up calls (fortio: its elapsed ends with its last thread)
+    runs_fixed_calls: ClassVar[bool] = False
+    # the share of the run cut as warm-up when the run keeps its start (fortio: none, it reports every call)
+    default_warmup_share: ClassVar[float] = 0.1
+    # the rate is an outcome of users and latency, not a setting (sequential users)
+    rate_is_outcome: ClassVar[bool] = False
+    profile: ClassVar[RateProfile | None] = None  # a rate that changes over time (open loads only)
+    rate_field: ClassVar[str] = "rps"  # the option that sets how many requests a run sends (errors name it)
+    in_flight_field: ClassVar[str] = "connections"  # the option that sets how many are in flight at once
+    rps: float
+    connections: int
+
+    @property
+    def processes(self) -> int:
+        """The generator's own processes (connections, threads or users)."""
+        return self.connections
+
+    def offered_rps(self, floor_s: float) -> float:
+        """The highest rate the generator can send (``floor_s``: an idle system's latency)."""
+        return self.rps
+
+    def offered_between(self, start: float, end: float) -> float | None:
+        """What the generator offers over [start, end) (None when the rate is an outcome)."""
+        return self.rps
+
+    def expected_arrivals(self, window_s: float) -> float | None:
+        """The requests started in a window when their count is random with a known mean (the latency estimates'
+        control variate); None when a schedule fixes it or the answers set it."""
+        return None
+
+    def shortfall(self, achieved_rps: float) -> str | None:
+        """Why the achieved rate fell short of the rate asked for, when the generator itself caps it."""
+        return None
+
+    def described(self) -> dict[str, Any]:
+        """The load as the prediction's ``inputs`` record it."""
+        described: dict[str, Any] = {"model": type(self).__name__}
+        for key, value in asdict(self).items():  # type: ignore[call-overload]
+            described[key] = value if not isinstance(value, dict) else str(value)
+        return described
+
+
 @dataclass(frozen=True)
-class OpenLoad:
+class OpenLoad(LoadKind):
     """Poisson arrivals, latency from the intended start (no coordinated omission; Nighthawk-like open load; wrk2's
     own pacing is :class:`Wrk2Load`).
 
@@ -89,9 +140,35 @@ class OpenLoad:
     connections: int = 1000
     profile: RateProfile | None = None
 
+    is_open: ClassVar[bool] = True
+    in_flight_field: ClassVar[str] = "rps"
+
+    @property
+    def processes(self) -> int:
+        return 1  # the arrivals are one process
+
+    @property
+    def rate_field(self) -> str:  # type: ignore[override]
+        return "profile" if self.profile is not None else "rps"
+
+    def offered_between(self, start: float, end: float) -> float | None:
+        return self.profile.mean_rps(start, end) if self.profile is not None else self.rps
+
+    def expected_arrivals(self, window_s: float) -> float | None:
+        """A Poisson load at a constant rate: its rate x the window (a profile's would be its integral: left out)."""
+        if self.profile is None and math.isfinite(self.rps) and self.rps > 0:
+            return self.rps * window_s
+        return None
+
+    def validate(self) -> None:
+        _validate_rate(self.rps)
+        _validate_connections(self.connections)
+        if self.profile is not None:
+            self.profile.validate()
+
 
 @dataclass(frozen=True)
-class FortioLoad:
+class FortioLoad(LoadKind):
     """fortio's closed loop: ``connections`` threads, one request at a time each, paced at rps/c.
 
     ``uniform`` staggers thread starts, ``jitter`` adds +-10 % to each sleep, ``nocatchup`` skips late requests;
@@ -109,25 +186,66 @@ class FortioLoad:
     version: str = DEFAULT_VERSION  # the fortio the lab pins
     warmup: str | None = None
 
+    runs_fixed_calls: ClassVar[bool] = True
+    default_warmup_share: ClassVar[float] = 0.0
+
     @property
     def warmup_mode(self) -> str:
         return warmup_mode(self.version, self.warmup)
 
+    def shortfall(self, achieved_rps: float) -> str | None:
+        if achieved_rps < 0.95 * self.rps:
+            return (f"fortio achieved {achieved_rps:.0f} of {self.rps:.0f} rps: its {self.connections} "
+                    "connection(s) wait for each answer, so throughput caps at connections / latency")
+        return None
+
+    def validate(self) -> None:
+        _validate_rate(self.rps)
+        _validate_connections(self.connections)
+        warmup_mode(self.version, self.warmup)
+
 
 @dataclass(frozen=True)
-class SequentialLoad:
+class SequentialLoad(LoadKind):
     """``users`` clients each sending a request, waiting for the answer, then thinking (the Bookinfo seed)."""
 
     think: Distribution
     users: int = 1
 
+    rate_is_outcome: ClassVar[bool] = True
+    rate_field: ClassVar[str] = "think_ms"
+
     @property
     def rps(self) -> float:
         return self.users / self.think.mean if self.think.mean > 0 else float("inf")
 
+    @property
+    def processes(self) -> int:
+        return self.users
+
+    def offered_rps(self, floor_s: float) -> float:
+        """At most one request per (think + idle-system latency) per user."""
+        cycle = self.think.mean + floor_s
+        return self.users / cycle if cycle > 0 else math.inf
+
+    def offered_between(self, start: float, end: float) -> float | None:
+        return None
+
+    def described(self) -> dict[str, Any]:
+        described = super().described()
+        described["think_ms"] = self.think.mean / MS
+        described.pop("think", None)
+        return described
+
+    def validate(self) -> None:
+        if self.users < 1:
+            raise FieldError("connections", f"sequential users must be >= 1, got {self.users}")
+        if not 0 <= self.think.mean < math.inf:
+            raise FieldError("think_ms", f"must be >= 0 ms and finite, got {self.think.mean * 1e3}")
+
 
 @dataclass(frozen=True)
-class Wrk2Load:
+class Wrk2Load(LoadKind):
     """wrk2's constant throughput (giltene/wrk2 wrk.c): ``threads`` event loops, each owning
     ``connections // threads`` connections; each thread's rate ``rps / threads`` is split evenly over its
     connections, so every connection has its own schedule of intended send times ``interval_s`` apart, counted from
@@ -146,6 +264,25 @@ class Wrk2Load:
     connections: int = 10  # wrk -c default
     threads: int = 2  # wrk -t default
     timer_s: float = 1e-3
+
+    def shortfall(self, achieved_rps: float) -> str | None:
+        if achieved_rps < 0.95 * self.rps:
+            return (f"wrk2 achieved {achieved_rps:.0f} of {self.rps:.0f} rps: each of its {self.used_connections} "
+                    "connection(s) waits for its answer and falls behind its schedule, so latency from the intended "
+                    "send time grows with the run length")
+        return None
+
+    def validate(self) -> None:
+        _validate_rate(self.rps)
+        for name in ("threads", "connections"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise FieldError(name, f"must be a whole number >= 1, got {value!r}")
+        if self.connections < self.threads:
+            raise FieldError("connections", f"{self.connections} is fewer than threads ({self.threads}): wrk2 gives "
+                                            "each thread connections / threads of them and refuses fewer than one")
+        if not 0 <= self.timer_s < math.inf:
+            raise FieldError("timer_s", f"must be >= 0 seconds and finite, got {self.timer_s}")
 
     @property
     def connections_per_thread(self) -> int:
@@ -190,14 +327,14 @@ class RunSettings:
     processes: int | None = None
     drain_s: float = 5.0
     saturation_search: bool = True  # find the saturation rate (costly: sweeps find it from their curve instead)
-    # Bounded cost (meshsim.sim.cost): a run estimated above max_events station visits is refused before it starts;
+    # Bounded cost (meshsim.sim.experiments.run_cost): a run estimated above max_events station visits is refused before it starts;
     # no replication batch is started that would end after time_limit_s of wall clock (None: no limit).
     max_events: float = 5e7
     time_limit_s: float | None = 60.0
     # Window of the latency/rate/CPU time series in seconds; None: a rate profile gets one with a window chosen from
-    # its length (sim/window_series.py), a constant load none.
+    # its length (sim/engine/window_series.py), a constant load none.
     timeseries_s: float | None = None
-    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/fast_coverage.py)
+    engine: str | None = None  # 'fast' | 'simpy' | None (fast when it covers the request: sim/engine_choice.py)
 
     def validate(self) -> None:
         if self.duration_s is not None and not 0 < self.duration_s < math.inf:
@@ -226,36 +363,15 @@ class RunSettings:
 
 
 def validate_load(load: Load) -> None:
-    if isinstance(load, OpenLoad):
-        if not (load.rps > 0 and math.isfinite(load.rps)):
-            raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
-        if load.connections < 1:
-            raise FieldError("connections", f"must be >= 1, got {load.connections}")
-        if load.profile is not None:
-            load.profile.validate()
-    elif isinstance(load, FortioLoad):
-        if not (load.rps > 0 and math.isfinite(load.rps)):
-            raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
-        if load.connections < 1:
-            raise FieldError("connections", f"must be >= 1, got {load.connections}")
-        warmup_mode(load.version, load.warmup)
-    elif isinstance(load, Wrk2Load):
-        _validate_wrk2(load)
-    elif load.users < 1:
-        raise FieldError("connections", f"sequential users must be >= 1, got {load.users}")
-    elif not 0 <= load.think.mean < math.inf:
-        raise FieldError("think_ms", f"must be >= 0 ms and finite, got {load.think.mean * 1e3}")
+    """One FieldError naming the option of ``load`` that is out of range (each load kind checks its own)."""
+    load.validate()
 
 
-def _validate_wrk2(load: Wrk2Load) -> None:
-    if not (load.rps > 0 and math.isfinite(load.rps)):
-        raise FieldError("rps", f"must be a finite number > 0, got {load.rps}")
-    if isinstance(load.threads, bool) or not isinstance(load.threads, int) or load.threads < 1:
-        raise FieldError("threads", f"must be a whole number >= 1, got {load.threads!r}")
-    if isinstance(load.connections, bool) or not isinstance(load.connections, int) or load.connections < 1:
-        raise FieldError("connections", f"must be a whole number >= 1, got {load.connections!r}")
-    if load.connections < load.threads:
-        raise FieldError("connections", f"{load.connections} is fewer than threads ({load.threads}): wrk2 gives "
-                                        "each thread connections / threads of them and refuses fewer than one")
-    if not 0 <= load.timer_s < math.inf:
-        raise FieldError("timer_s", f"must be >= 0 seconds and finite, got {load.timer_s}")
+def _validate_rate(rps: float) -> None:
+    if not (rps > 0 and math.isfinite(rps)):
+        raise FieldError("rps", f"must be a finite number > 0, got {rps}")
+
+
+def _validate_connections(connections: int) -> None:
+    if connections < 1:
+        raise FieldError("connections", f"must be >= 1, got {connections}")

@@ -7,8 +7,8 @@ engine in two processes, takes the population's controlled estimate of the mean 
 and draws experiments from it without replacement:
 
 - fixed counts of replications: the plain Student-t interval and the control-variate interval
-  (sim/stats.py controlled_interval, the requests started in the window as control);
-- the prediction's sequential rule (sim/predict.py: batches of 2, the p99's relative half-width at most 5 %, up
+  (sim/experiments/stats.py controlled_interval, the requests started in the window as control);
+- the prediction's sequential rule (sim/experiments/predict.py: batches of 2, the p99's relative half-width at most 5 %, up
   to 160 replications) from 4 replications on, as predict runs it, and with later first checks for comparison.
 
 Printed: coverage (the share of experiments whose 95 % interval holds the truth), on which side the misses fall,
@@ -23,10 +23,10 @@ import numpy as np
 from bench_variance import default_prediction_case  # this folder is the script's: sys.path[0]
 
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.latency_estimates import expected_arrivals
-from meshsim.sim.predict import horizon_for
-from meshsim.sim.stats import MIN_CONTROLLED, Estimate, controlled_interval, latency_summary, t_interval
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.latency_estimates import expected_arrivals
+from meshsim.sim.experiments.predict import horizon_for
+from meshsim.sim.experiments.stats import MIN_CONTROLLED, Estimate, controlled_interval, latency_summary, t_interval
 
 SEED = 3
 EXPERIMENTS = 3000

@@ -30,7 +30,7 @@ def serve() -> tuple[str, object, threading.Thread]:
     from werkzeug.serving import make_server
 
     from meshsim.dash_app import create_app
-    from meshsim.sim.predict import load_compiled_engine
+    from meshsim.sim.engine_choice import load_compiled_engine
 
     app = create_app()
     load_compiled_engine()  # as `meshsim dash` does before it listens

@@ -10,14 +10,14 @@ Measured side by side in one run, on the same machine:
 - the fast engine's default prediction of chain3 at 3500 rps: replications, engine seconds, the p99's 95 % CI
   half-width (target <= 5 % in <= 0.5 s of engine time);
 - ``meshsim predict --topology chain3 --rps 3500`` as a fresh process (wall seconds of the whole process), with
-  the loop from the native module (sim/fast_native.py; no numba import) and from numba's JIT cache
+  the loop from the native module (sim/fast/fast_native.py; no numba import) and from numba's JIT cache
   (MESHSIM_NATIVE_LOOP=0), alternately; neither compiles again (the modules' bytecode cached, as installed);
 - peak resident memory of a fresh process predicting chain10 at 10,000 rps (its own VmHWM, and its largest
   replication worker's);
 - with ``--compile``: the first-run build cost, in a fresh process with an empty cache directory (NUMBA_CACHE_DIR,
   where the native module is built too).
 
-Station visits count the engine's own bookings: app computes, proxy passes and node-CPU bursts as in sim/cost.py
+Station visits count the engine's own bookings: app computes, proxy passes and node-CPU bursts as in sim/experiments/run_cost.py
 (``path_cost``), the same number for all three (the naive model books exactly those visits).
 """
 
@@ -38,10 +38,10 @@ import numpy as np
 import simpy
 
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.cost import path_cost
-from meshsim.sim.engine import run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for, predict_options
+from meshsim.sim.experiments.run_cost import path_cost
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for, predict_options
 
 
 def naive_chain(rps: float, requests: int, seed: int = 1) -> tuple[float, int]:
@@ -162,7 +162,7 @@ def main() -> None:
         rounds["naive simpy model"].append(args.requests / cpu)
     per_request = {"fast engine": visits, "simpy engine": visits, "naive simpy model": naive_visits / args.requests}
     naive = np.array(rounds["naive simpy model"])
-    print(f"chain3/istio at {args.rps:g} rps, {visits:.0f} station visits per request (sim/cost.py path_cost); "
+    print(f"chain3/istio at {args.rps:g} rps, {visits:.0f} station visits per request (sim/experiments/run_cost.py path_cost); "
           f"medians of {args.rounds} interleaved rounds, the ratio per round")
     for name, rates in rounds.items():
         req_s = float(np.median(rates))

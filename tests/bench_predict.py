@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from meshsim.sim.predict import predict
+from meshsim.sim.experiments.predict import predict
 
 DEFAULT_CASES = ("chain3:3500", "single:3500", "bookinfo:40")
 
@@ -35,8 +35,8 @@ DEFAULT_CASES = ("chain3:3500", "single:3500", "bookinfo:40")
 CHILD = r"""
 import json, sys, time
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.engine import run_replication
-from meshsim.sim.predict import horizon_for, predict
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.predict import horizon_for, predict
 topology, mesh, rps, replications = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 request = build_request(PredictOptions(topology=topology, mesh=mesh, rps=rps))
 horizon = horizon_for(request.workload.load, request.settings)

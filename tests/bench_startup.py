@@ -1,5 +1,5 @@
 """Benchmark (not collected by pytest): what a fresh process pays before the compiled engine simulates, on each of
-the loop's paths (sim/fast_native.py).
+the loop's paths (sim/fast/fast_native.py).
 
     .venv/bin/python tests/bench_startup.py [--rounds 5] [--cold]
 
@@ -28,7 +28,7 @@ from bench_engine import FRESH_PREDICT, _fresh
 REFERENCES = {"python -c pass": "print('{}')", "import numpy": "import numpy; print('{}')",
               "import numba": "import numba; print('{}')"}
 LOAD = ("import json, sys\n"
-        "from meshsim.sim.fast_engine import load_compiled\n"
+        "from meshsim.sim.fast.fast_engine import load_compiled\n"
         "load_compiled()\n"
         "print(json.dumps({'numba_imported': 'numba' in sys.modules}))\n")
 NATIVE, JIT = {}, {"MESHSIM_NATIVE_LOOP": "0"}

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from meshsim.calibrate.validation.validate import validate_lab_report
+from meshsim.calibrate.validation.validate import ReportOptions, validate_lab_report
 
 
 def markdown(outcome) -> str:  # type: ignore[no-untyped-def]
@@ -37,7 +37,7 @@ def markdown(outcome) -> str:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="meshsim-lab-validation-"))
-    outcome = validate_lab_report(out, "full", html=out / "report.html",
+    outcome = validate_lab_report(out, "full", report=ReportOptions(html=out / "report.html"),
                                   progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(markdown(outcome))
     print(f"\nload average before/after: {os.getloadavg()}; runs, model and report in {out}")

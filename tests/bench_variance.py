@@ -4,7 +4,7 @@
 
 The default prediction's replications (Poisson arrivals, 10 % warm-up) on the compiled engine, each cut into 1 ms
 windows of the requests it sent. Printed: the p99's coefficient of variation between replications; its variance
-with the control variate predict uses (the requests started in the window, sim/stats.py controlled_interval)
+with the control variate predict uses (the requests started in the window, sim/experiments/stats.py controlled_interval)
 against without; and how much more the arrivals' burstiness could explain: the sums of squared and of cubed
 deviations of the windows' counts from their mean, normalised so that a Poisson stream's expectation is 1 (so
 they could be controls), for windows of 1 to 50 ms, as the in-sample and the adjusted R-squared of a regression
@@ -19,9 +19,9 @@ import dataclasses
 import numpy as np
 
 from meshsim.request import PredictOptions, PredictRequest, build_request
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for
-from meshsim.sim.stats import controlled_interval, latency_summary, t_interval
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for
+from meshsim.sim.experiments.stats import controlled_interval, latency_summary, t_interval
 
 WINDOWS_MS = (1, 2, 5, 10, 20, 50)
 

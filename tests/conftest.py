@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from meshsim.errors import ComponentMissing
-from meshsim.tools import find_binary
+from meshsim.calibrate.measure.lab.binaries import find_binary
 
 
 # tools/run-tests.sh runs the tests that start real processes in a phase of their own, without xdist. Should

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Callable
 
 from meshsim.request import PredictRequest
-from meshsim.sim.engine import ReplicationResult, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for
-from meshsim.sim.stats import latency_summary, t_interval
+from meshsim.sim.engine.replication_result import ReplicationResult
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for
+from meshsim.sim.experiments.stats import latency_summary, t_interval
 
 SUMMARY_KEYS = ("p50", "p90", "p99", "utilisation", "achieved_rps")
 

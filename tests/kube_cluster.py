@@ -32,7 +32,7 @@ import yaml
 
 from meshsim.errors import ComponentMissing
 from kube_netns import NETNS_CIDR, NetnsLab
-from meshsim.tools import find_binary
+from meshsim.calibrate.measure.lab.binaries import find_binary
 
 ADMIN_TOKEN = "meshsim-test-admin"
 LIMITED_TOKEN = "meshsim-test-limited"

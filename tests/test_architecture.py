@@ -57,8 +57,8 @@ def part_of(module: str) -> str:
     """The room a module lives in (ARCHITECTURE.md)."""
     if module.startswith("meshsim.cli") or module == "meshsim.__main__":  # ``python -m meshsim`` is the CLI
         return "cli"
-    for room in ("sim", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
-                 "calibrate.studies"):
+    for room in ("sim.engine_choice", "sim.engine", "sim.fast", "sim.experiments", "sim", "dash_app",
+                 "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation", "calibrate.studies"):
         name = f"meshsim.{room}"
         if module == name or module.startswith(name + "."):
             return room
@@ -67,22 +67,31 @@ def part_of(module: str) -> str:
     return "model"
 
 
+SIM = {"sim", "sim.engine", "sim.fast", "sim.engine_choice", "sim.experiments"}  # sim/ and its rooms
+OUTSIDE_SIM = {"cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
+               "calibrate.pipelines", "calibrate.studies"}
 # room -> rooms it must never import
 FORBIDDEN = {
-    "model": {"sim", "cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
+    "model": SIM | {"cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
               "calibrate.pipelines", "calibrate.studies"},
-    "sim": {"cli", "dash_app", "calibrate.measure", "calibrate.fit", "calibrate.load", "calibrate.validation",
-            "calibrate.pipelines", "calibrate.studies"},
-    "calibrate.measure": {"sim", "cli", "dash_app", "calibrate.fit", "calibrate.load", "calibrate.validation",
+    # inside sim/: the SimPy engine and the shared result types know neither the compiled engine nor the experiments;
+    # the compiled engine builds on the SimPy one's System; one module (engine_choice) picks between them and runs a
+    # replication, and the experiments (and everything outside sim/) reach the compiled engine only through it
+    "sim.engine": OUTSIDE_SIM | {"sim", "sim.fast", "sim.engine_choice", "sim.experiments"},
+    "sim.fast": OUTSIDE_SIM | {"sim", "sim.engine_choice", "sim.experiments"},
+    "sim.engine_choice": OUTSIDE_SIM | {"sim", "sim.experiments"},
+    "sim.experiments": OUTSIDE_SIM | {"sim.fast"},
+    "sim": OUTSIDE_SIM,
+    "calibrate.measure": SIM | {"cli", "dash_app", "calibrate.fit", "calibrate.load", "calibrate.validation",
                           "calibrate.pipelines", "calibrate.studies"},
-    "calibrate.fit": {"cli", "dash_app", "calibrate.load", "calibrate.validation", "calibrate.pipelines",
+    "calibrate.fit": {"sim.fast", "cli", "dash_app", "calibrate.load", "calibrate.validation", "calibrate.pipelines",
                       "calibrate.studies"},
-    "calibrate.load": {"cli", "dash_app", "calibrate.validation", "calibrate.pipelines", "calibrate.studies"},
-    "calibrate.validation": {"cli", "dash_app", "calibrate.studies"},
-    "calibrate.pipelines": {"cli", "dash_app", "calibrate.validation", "calibrate.studies"},
-    "calibrate.studies": {"cli", "dash_app"},
-    "dash_app": {"cli", "calibrate.studies"},
-    "cli": set(),
+    "calibrate.load": {"sim.fast", "cli", "dash_app", "calibrate.validation", "calibrate.pipelines", "calibrate.studies"},
+    "calibrate.validation": {"sim.fast", "cli", "dash_app", "calibrate.studies"},
+    "calibrate.pipelines": {"sim.fast", "cli", "dash_app", "calibrate.validation", "calibrate.studies"},
+    "calibrate.studies": {"sim.fast", "cli", "dash_app"},
+    "dash_app": {"sim.fast", "cli", "calibrate.studies"},
+    "cli": {"sim.fast"},
 }
 
 
@@ -102,9 +111,9 @@ def test_import_rules(module: str) -> None:
 def test_the_rule_checker_sees_a_broken_arrow(tmp_path: Path) -> None:
     """The checker itself: a data-model module that imports the engine inside a function is caught."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from meshsim.sim.engine import run_replication\n    return run_replication\n")
+    bad.write_text("def f():\n    from meshsim.sim.engine.simpy_replication import run_replication\n    return run_replication\n")
     targets = _imports("meshsim.bad", bad)
-    assert "meshsim.sim.engine" in targets
+    assert "meshsim.sim.engine.simpy_replication" in targets
     assert any(part_of(t) in FORBIDDEN["model"] for t in targets)
     rel = tmp_path / "pkg"
     rel.mkdir()
@@ -126,4 +135,82 @@ def test_no_function_is_longer_than_80_lines() -> None:
 def test_module_names_are_unique() -> None:
     """No second api.py or plan.py: a file name says what it holds wherever it is imported from."""
     names = Counter(path.name for path in MODULES.values() if path.name != "__init__.py")
+    assert not [n for n, k in names.items() if k > 1], names.most_common(5)
+
+
+def _private_names_defined(tree: ast.AST) -> set[str]:
+    """The private names a module defines: functions, classes, module names and attributes it assigns."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {n for n in names if n.startswith("_") and not n.endswith("__")}
+
+
+def _private_reaches(trees: dict[str, ast.AST]) -> list[str]:
+    """``from x import _name`` of a meshsim module, and ``obj._name`` where ``_name`` is defined by another meshsim
+    module and not by this one (``system._route(...)`` from outside sim/engine/system.py)."""
+    defined = {module: _private_names_defined(tree) for module, tree in trees.items()}
+    elsewhere: dict[str, set[str]] = {}
+    for module, names in defined.items():
+        for name in names:
+            elsewhere.setdefault(name, set()).add(module)
+    found = []
+    for module, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("meshsim"):
+                found.extend(f"{module}:{node.lineno} from {node.module} import {a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.endswith("__"))
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__") \
+                    and node.attr not in defined[module] and elsewhere.get(node.attr, set()) - {module}:
+                owners = ", ".join(sorted(elsewhere[node.attr]))
+                found.append(f"{module}:{node.lineno} .{node.attr} (private to {owners})")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    trees = {module: ast.parse(path.read_text(encoding="utf-8")) for module, path in MODULES.items()}
+    found = _private_reaches(trees)
+    assert not found, "make it public (and name it for what it is) or move the caller:\n" + "\n".join(found)
+
+
+def test_the_private_name_checker_sees_both_reaches() -> None:
+    owner = ast.parse("class System:\n    def _route(self):\n        return 1\n")
+    caller = ast.parse("from meshsim.sim.engine.system import _helper\n\ndef f(system):\n    return system._route()\n")
+    found = _private_reaches({"meshsim.owner": owner, "meshsim.caller": caller})
+    assert len(found) == 2 and "import _helper" in found[0] and "._route (private to meshsim.owner)" in found[1]
+
+
+MAX_MODULE_LINES = 400
+TESTS = ROOT / "tests"
+# Modules allowed past MAX_MODULE_LINES, each with its reason (a module that grows past it holds two concepts: split it).
+LONG_MODULES = {
+    "sim/fast/fast_kernels.py": "the compiled loop: numba's on-disk cache and the native module's name are keyed on "
+                                "this one file, and its jitted functions call each other",
+    "sim/engine/system.py": "one concept, the wired System and a request's path through it, which "
+                            "sim/fast/fast_program.py lowers op for op",
+}
+
+
+def _sized_files() -> list[Path]:
+    """Every module of the rooms and every Python file of tests/."""
+    return sorted({*MODULES.values(), *TESTS.glob("*.py")})
+
+
+def test_no_module_is_longer_than_400_lines_but_the_named_ones() -> None:
+    long = [f"{path.relative_to(ROOT)}: {n} lines" for path in _sized_files()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+            and str(path.relative_to(ROOT)) not in LONG_MODULES]
+    assert not long, "split by concept, or name the exception and its reason in LONG_MODULES:\n" + "\n".join(long)
+    missing = [name for name in LONG_MODULES if not (ROOT / name).is_file()]
+    assert not missing, f"LONG_MODULES names files that are gone: {missing}"
+
+
+def test_test_names_are_unique_beside_the_modules() -> None:
+    """tests/ is one flat folder of modules too: its helpers' names must not shadow a module of the tree."""
+    names = Counter(path.name for path in _sized_files() if path.name not in ("__init__.py", "conftest.py"))
     assert not [n for n, k in names.items() if k > 1], names.most_common(5)

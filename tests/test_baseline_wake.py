@@ -20,7 +20,7 @@ from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.calibrate.load.baseline_wake import fit_baseline_wake
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 from meshsim.wakeup import WakeUp
 
 BASELINE = {"family": "lognormal", "median_ms": 0.25, "sigma": 0.15, "source": "test truth"}
@@ -34,7 +34,7 @@ def _model(wakeup: dict | None) -> dict:
 
 
 def _run(tmp: Path, connections: int) -> Path:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _model(TRUTH)
     pred = predict(calibration_topology(model, tmp), "none", rps=1000, load="fortio", connections=connections,

@@ -19,7 +19,7 @@ from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.catalog import load_mesh
 from meshsim.distribution_spec import parse_distribution
 from meshsim.distributions import Gamma, LogNormal, ParetoStall, Shifted
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 RNG = np.random.default_rng(7)
 N = 30000

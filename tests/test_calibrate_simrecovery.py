@@ -21,7 +21,7 @@ from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.catalog import load_mesh
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 INBOUND = {"family": "gamma", "shape": 3.0, "scale_ms": 0.03, "shift_ms": 0.04, "source": "test truth"}
 OUTBOUND = {"family": "lognormal", "median_ms": 0.08, "sigma": 0.4, "shift_ms": 0.05, "source": "test truth"}
@@ -42,7 +42,7 @@ def _truth_model() -> dict:
 
 
 def test_known_passes_recovered_through_the_simulator(tmp_path: Path) -> None:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _truth_model()
     model_path = tmp_path / "truth.yaml"
@@ -55,7 +55,7 @@ def test_known_passes_recovered_through_the_simulator(tmp_path: Path) -> None:
         cdf = pred["latency_cdf_ms"]
         samples = np.interp(rng.uniform(0, 1, N), cdf["q"], cdf["ms"]) * 1e-3
         manifest = RunManifest(
-            id=f"sim-{path}", source="lab", provenance="simulated by meshsim.sim.predict (truth.yaml), test",
+            id=f"sim-{path}", source="lab", provenance="simulated by meshsim.sim.experiments.predict (truth.yaml), test",
             when="2026-11-22T00:00:00Z", where={"simulator": "meshsim"},
             setup=Setup(mesh="truth", path=path, proxy_workers=2),
             load=LoadSettings(rps=1000.0, connections=1, duration_s=60.0, resolution_s=1e-5))

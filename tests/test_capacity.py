@@ -22,9 +22,9 @@ from meshsim.cli import main
 from meshsim.distributions import Exponential
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
-from meshsim.sim.capacity_search import bisect_capacity, find_capacity, replication_seeds
-from meshsim.sim.capacity_sizing import find_size, with_replicas
-from meshsim.sim.predict import predict_options
+from meshsim.sim.experiments.capacity_search import bisect_capacity, find_capacity, replication_seeds
+from meshsim.sim.experiments.capacity_sizing import find_size, with_replicas
+from meshsim.sim.experiments.predict import predict_options
 from simkit import NO_MESH, station_topology, tandem_topology
 
 MU = 1000.0  # 1 ms mean service

@@ -17,7 +17,7 @@ import pytest
 
 from meshsim.capacity_slo import parse_slo
 from meshsim.request import PredictOptions
-from meshsim.sim.capacity_search import find_capacity
+from meshsim.sim.experiments.capacity_search import find_capacity
 from test_dash_browser import ENTER, WebDriver, require_browser, screenshot_on_failure, serving, text_of
 
 pytestmark = pytest.mark.browser

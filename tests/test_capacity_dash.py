@@ -14,8 +14,8 @@ from meshsim.dash_app.layout import CONTROL_IDS, DEFAULTS
 from meshsim.dash_app.measured import load_measurements
 from meshsim.dash_app.sweep import Sweeper
 from meshsim.dash_app.what_if import MeshFeatures
-from meshsim.sim.capacity_search import find_capacity
-from meshsim.sim.predict import predict_options
+from meshsim.sim.experiments.capacity_search import find_capacity
+from meshsim.sim.experiments.predict import predict_options
 from meshsim.topology import load_topology_text
 
 

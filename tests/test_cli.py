@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from meshsim.cli import dispatch as cli
+from meshsim.cli import entry_point as cli
 
 
 @pytest.fixture

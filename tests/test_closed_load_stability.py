@@ -1,13 +1,14 @@
 """A load that waits for its answers cannot pile up: however many requests a short run ends with in flight, it holds
-at most one per connection, so the open-load rule for 'requests piling up' (sim/saturation_search.unstable) must not
+at most one per connection, so the open-load rule for 'requests piling up' (sim/experiments/saturation_search.unstable) must not
 call it saturated. The mesh-comparison study's short runs at 3500 rps (96 wrk2 connections, ~30 in flight, 1 400
 answered) were all marked saturated with their proxies' workers under 1 % busy."""
 
 from __future__ import annotations
 
 from meshsim.distributions import Deterministic
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.saturation_search import unstable
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.saturation_search import unstable
 from meshsim.workload import OpenLoad, Workload, Wrk2Load
 from simkit import plain, station_topology
 

@@ -21,7 +21,7 @@ from meshsim.dash_app.layout import CONTROL_IDS, DEFAULTS
 from meshsim.dash_app.measured import default_dirs, load_measurements
 from meshsim.dash_app.what_if import UPLOADED, MeshFeatures
 from meshsim.dash_app.sweep import PointSettings, Sweeper
-from meshsim.sim.predict import predict_options
+from meshsim.sim.experiments.predict import predict_options
 from meshsim.topology import load_topology_text
 
 SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_duration_s=0.2, max_duration_s=2.0,

@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.request
 
-from meshsim.cli.dispatch import build_parser, main
+from meshsim.cli.entry_point import build_parser, main
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ from meshsim.dash_app.what_if import (
 )
 from meshsim.dash_app.sweep import grid, nice_rate
 from meshsim.errors import MeshsimError
-from meshsim.runs import read_manifest, write_run
+from meshsim.run_folder import read_manifest, write_run
 
 TOPOLOGIES = ["bookinfo", "chain3", "single", "chainN"]
 MESHES = ["istio", "linkerd", "none"]

@@ -9,7 +9,7 @@ from meshsim.dash_app.what_if import MeshFeatures, WhatIf
 from meshsim.dash_app.sweep import AUTO_RANGE_FACTOR, PointSettings, Sweeper, grid, nice_rate
 from dataclasses import asdict
 
-from meshsim.sim.predict import predict_options
+from meshsim.sim.experiments.predict import predict_options
 from meshsim.topology import load_topology_text
 
 SETTINGS = PointSettings(replications=2, requests_per_replication=300, min_duration_s=0.2, max_duration_s=2.0,

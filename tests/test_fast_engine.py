@@ -22,10 +22,11 @@ from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions, build_request
 from meshsim.scenario import build_scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_coverage import EngineChoice, choose_engine
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for, predict
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.engine_choice import EngineChoice, choose_engine
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for, predict
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from engine_pairs import engine_disagreements
 from simkit import plain, tandem_topology
@@ -127,10 +128,10 @@ GAP = "a mechanism only the SimPy engine has"
 @pytest.fixture
 def coverage_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled engine covers every mechanism today: to check the fallback's plumbing, pretend it lacks one for
-    the wrk2 load (what sim/fast_coverage.py says when a mechanism reaches the SimPy engine first)."""
-    from meshsim.sim import fast_coverage
+    the wrk2 load (what sim/engine_choice.py says when a mechanism reaches the SimPy engine first)."""
+    from meshsim.sim import engine_choice
 
-    monkeypatch.setattr(fast_coverage, "uncovered_mechanism",
+    monkeypatch.setattr(engine_choice, "uncovered_mechanism",
                         lambda scenario, workload, series=False: GAP if isinstance(workload.load, Wrk2Load) else None)
 
 
@@ -231,8 +232,8 @@ def test_cli_engine_flag_selects_and_reports_the_engine(capsys, coverage_gap: No
 def test_a_missing_compiled_cache_is_detected(tmp_path, monkeypatch) -> None:
     """Before the first build a run says it is building (it takes minutes): the check looks for the native module
     where numba caches, and for numba's own cache where the loop falls back to the JIT."""
-    from meshsim.sim import fast_native
-    from meshsim.sim.fast_coverage import compiled_code_cached
+    from meshsim.sim.fast import fast_native
+    from meshsim.sim.engine_choice import compiled_code_cached
 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
@@ -257,7 +258,7 @@ def test_the_kernels_interval_search_is_bisect_right(ends: list[float], t: float
     bisect_right's index on any sorted run, ties and an empty run included, read at any offset of F, every other
     value (a core's row interleaves its intervals' starts and ends). The kernel functions are plain Python until
     numba compiles them, so this checks the very code the loop is built from."""
-    from meshsim.sim import fast_kernels as K
+    from meshsim.sim.fast import fast_kernels as K
 
     values = sorted(ends)
     interleaved = [x for value in values for x in (value, 99.0)]  # the starts between the ends must not be read
@@ -273,7 +274,7 @@ def test_the_event_heap_pops_in_time_then_push_order_with_replaced_tops(ops: lis
     (heap_replace: one sift-down for a pop and a push): every event must still come out earliest first, ties in push
     order, as a pop and a push would give. Times only grow from the top's, as in the loop (events are never due
     before now); plain Python kernels, as above."""
-    from meshsim.sim import fast_kernels as K
+    from meshsim.sim.fast import fast_kernels as K
 
     I = np.zeros(K.HEADER + K.FLAGS, dtype=np.int64)
     I[2 * K.R_FLAGS], I[2 * K.R_FLAGS + 1] = K.HEADER, K.FLAGS
@@ -304,8 +305,8 @@ def test_the_event_heap_pops_in_time_then_push_order_with_replaced_tops(ops: lis
 def test_a_wait_is_folded_into_the_op_after_it() -> None:
     """The linked program has no OP_YIELD: each marks the op after it (code + OP_WAIT), which waits before it runs;
     a block cannot end with a wait (it would have no op to wait at)."""
-    from meshsim.sim import fast_kernels as K
-    from meshsim.sim.fast_program import fold_waits
+    from meshsim.sim.fast import fast_kernels as K
+    from meshsim.sim.fast.fast_program import fold_waits
 
     ops = [[K.OP_HOP, 0, 1, 100, 0], [K.OP_YIELD], [K.OP_PASS, 0, 3, 100, 0, 1, 0, 2], [K.OP_YIELD], [K.OP_RET]]
     assert fold_waits(ops) == [[K.OP_HOP, 0, 1, 100, 0], [K.OP_PASS + K.OP_WAIT, 0, 3, 100, 0, 1, 0, 2],

@@ -17,9 +17,10 @@ from scipy.optimize import brentq
 
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.stats import t_interval
+from meshsim.sim.engine.replication_result import Horizon, ReplicationResult
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.stats import t_interval
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from engine_pairs import SUMMARY_KEYS, disagreement, replication_summary, replications
 from simkit import plain, station_topology, tandem_topology

@@ -1,4 +1,4 @@
-"""The compiled loop as a native module (sim/fast_native.py): the same results as numba's JIT, loaded by a fresh
+"""The compiled loop as a native module (sim/fast/fast_native.py): the same results as numba's JIT, loaded by a fresh
 process without numba, and a one-line fallback to the JIT where it cannot be built."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim import fast_engine, fast_native
-from meshsim.sim.fast_engine import load_compiled, run_fast_replication
-from meshsim.sim.predict import horizon_for
+from meshsim.sim.fast import fast_engine, fast_native
+from meshsim.sim.fast.fast_engine import load_compiled, run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for
 
 CASES = (dict(topology="chain3", mesh="istio", rps=3000.0),
          dict(topology="bookinfo", mesh="linkerd", rps=200.0, features=("mtls",)),
@@ -50,7 +50,7 @@ def test_the_native_loop_and_numbas_jit_give_identical_replications(case, monkey
 def test_a_fresh_process_runs_the_engine_without_importing_numba_or_scipy() -> None:
     """numba's import and JIT cache cost ~1 s and scipy.special ~0.25 s of every fresh `meshsim predict`."""
     script = ("import sys\n"
-              "from meshsim.sim.predict import predict\n"
+              "from meshsim.sim.experiments.predict import predict\n"
               "p = predict('chain3', 'istio', rps=1000, duration_s=0.5, replications=3, processes=1,\n"
               "            saturation=False)\n"
               "assert p.inputs['engine'].startswith('fast'), p.inputs['engine']\n"
@@ -77,7 +77,7 @@ def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_
 
 def test_the_installed_numba_still_ships_its_ahead_of_time_compiler() -> None:
     """numba.pycc builds the native module: pending deprecation since numba 0.57, still in 0.68.1, with no supported
-    successor yet (sim/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
+    successor yet (sim/fast/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
     then pays numba's import: this fails so that the suite notices such a numba."""
     assert fast_native._pycc().__module__.startswith("numba.pycc")
 
@@ -141,8 +141,8 @@ def test_an_unwritable_cache_folder_falls_back_to_the_jit(tmp_path, monkeypatch)
 
 BOUNDS_CHECK = r"""
 import json, sys
-from meshsim.sim import fast_kernels
-from meshsim.sim.fast_native import compiled_loop
+from meshsim.sim.fast import fast_kernels
+from meshsim.sim.fast.fast_native import compiled_loop
 # numba's inlining (how `run` is assembled, not what it computes) makes the compile several times longer
 for options in fast_kernels._COMPILED.values():
     options.pop("inline", None)
@@ -194,7 +194,7 @@ def test_while_the_kernels_compile_a_negative_index_is_not_wrapped_around() -> N
     (numba's bounds check then raises), outside it numba wraps it around as numpy does."""
     from numba import njit
 
-    from meshsim.sim.fast_kernels import _indices_from_the_start
+    from meshsim.sim.fast.fast_kernels import _indices_from_the_start
 
     def element(a, i):
         return a[i]

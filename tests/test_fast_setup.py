@@ -1,4 +1,4 @@
-"""The compiled engine's setup is built once and reused by every replication (sim/fast_setup.py): replication r on a
+"""The compiled engine's setup is built once and reused by every replication (sim/fast/fast_setup.py): replication r on a
 reused setup must be replication r built afresh, field by field, whatever ran on the setup before it."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.engine import Horizon, ReplicationResult
-from meshsim.sim.fast_engine import fast_setup, run_fast_replication, run_on_setup
-from meshsim.sim.fast_kernels import LOW_WATER
-from meshsim.sim.fast_setup import CAPACITY, FastSetup, StreamBuffers
-from meshsim.sim.predict import horizon_for
-from meshsim.sim.streams import BATCH, Streams, stream_rng, stream_states
+from meshsim.sim.engine.replication_result import Horizon, ReplicationResult
+from meshsim.sim.fast.fast_engine import fast_setup, run_fast_replication, run_on_setup
+from meshsim.sim.fast.fast_kernels import LOW_WATER
+from meshsim.sim.fast.fast_setup import CAPACITY, FastSetup, StreamBuffers
+from meshsim.sim.experiments.predict import horizon_for
+from meshsim.sim.engine.streams import BATCH, Streams, stream_rng, stream_states
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from simkit import plain, tandem_topology
 

@@ -24,7 +24,7 @@ from meshsim.cli import main
 from meshsim.errors import ModelError
 from meshsim.topology import Call, Compute, Parallel, Service, callees_first
 from meshsim.distributions import Deterministic
-from meshsim.sim.system import nested
+from meshsim.sim.engine.system import nested
 
 NETWORK = {"loopback": 0.01, "same_node": 0.05, "cross_node": 0.2, "bandwidth_gbps": 10}
 # Peak memory a prediction may take: the interpreter with numpy, SimPy and the compiled loop (~50-60 MB for chain3),
@@ -59,7 +59,7 @@ MEASURED = """
 import json, sys
 from meshsim.cli import main
 from meshsim.request import PredictOptions
-from meshsim.sim.predict import predict_options
+from meshsim.sim.experiments.predict import predict_options
 if sys.argv[1] == "cli":
     code, out = main(sys.argv[2:]), None
 else:
@@ -139,10 +139,10 @@ def test_every_connection_starting_at_once_fits_the_compiled_loop(load: list[str
 GUARDED = """
 import sys
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim import fast_kernels as K
-from meshsim.sim.engine import Horizon
-from meshsim.sim.fast_engine import EngineOverflow, run_on_setup
-from meshsim.sim.fast_setup import FastSetup
+from meshsim.sim.fast import fast_kernels as K
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.fast.fast_engine import EngineOverflow, run_on_setup
+from meshsim.sim.fast.fast_setup import FastSetup
 request = build_request(PredictOptions(topology=sys.argv[1], mesh="none", rps=200.0))
 setup = FastSetup(request.scenario, request.workload, Horizon(0.5, 0.0, 1.0))
 flags = setup._pristine[0][setup.layout.I[2 * K.R_FLAGS]:][:K.FLAGS]
@@ -167,9 +167,9 @@ def test_a_probe_still_running_at_the_deadline_is_given_up() -> None:
     """The clock lets a probe start when the cost model says it ends in time; when it runs longer (here the model
     is told the engine is infinitely fast), the compiled engine gives it up at the deadline."""
     from meshsim.request import PredictOptions, build_request
-    from meshsim.sim.cost import EngineSpeed
-    from meshsim.sim.engine import Horizon
-    from meshsim.sim.saturation_search import ProbeClock
+    from meshsim.sim.experiments.run_cost import EngineSpeed
+    from meshsim.sim.engine.replication_result import Horizon
+    from meshsim.sim.experiments.saturation_search import ProbeClock
     from meshsim.workload import OpenLoad, Workload
 
     request = build_request(PredictOptions(topology="chain20", rps=10.0))

@@ -23,7 +23,7 @@ from meshsim.calibrate.load.held_fraction import (LAB_PRIOR, apply_held_fraction
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 PASS = {"family": "gamma", "shape": 4.0, "scale_ms": 0.05, "shift_ms": 0.05, "source": "test truth"}
 BASELINE = {"family": "lognormal", "median_ms": 0.15, "sigma": 0.3, "shift_ms": 0.1, "source": "test truth"}
@@ -47,7 +47,7 @@ def _model(fraction: float, sides: dict[str, float] | None = None) -> dict:
 
 def _burst_run(tmp: Path, connections: int, path: str = "both-sidecars", sides: dict[str, float] | None = None
                ) -> Path:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _model(TRUE_FRACTION, sides)
     model_path = tmp / "truth.yaml"

@@ -21,7 +21,7 @@ from meshsim.calibrate.measure.dataset import load_run, load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.cli import main
 from meshsim.errors import ModelError
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOLUTION = 1e-5  # the lab's fortio -r

@@ -15,7 +15,7 @@ import csv
 import pytest
 
 from meshsim.calibrate.measure.tables import measurements_dir
-from meshsim.sim.predict import predict
+from meshsim.sim.experiments.predict import predict
 
 CASES = {"none_mtls_both": ("mtls", "no-telemetry"), "v2-stats-nullvm_both": ("mtls",)}
 SIDECARS = {"client/sidecar": "cpu_mili_avg_istio_proxy_fortioclient",
@@ -57,8 +57,8 @@ def test_a_feature_adds_its_part_to_the_proxys_cold_wake(tmp_path) -> None:
     """Telemetry's cold_wake adds to the istio proxy's: the station built with it wakes slower and dearer."""
     from meshsim.catalog import load_mesh
     from meshsim.errors import ModelError
-    from meshsim.sim.components import make_station
-    from meshsim.sim.streams import Streams
+    from meshsim.sim.engine.components import make_station
+    from meshsim.sim.engine.streams import Streams
 
     mesh = load_mesh("istio")
     proxy, telemetry = mesh.proxy, mesh.features["telemetry"]

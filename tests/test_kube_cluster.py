@@ -27,7 +27,7 @@ from meshsim.calibrate.measure.kube import calibrate_kube
 from meshsim.calibrate.measure.kube.probe_plan import KubePlan, plan_from_dict
 from meshsim.calibrate.measure.kube.transport import DirectTransport, FortioRequest
 from meshsim.errors import Interrupted, MeshsimError, RunFailed
-from meshsim.runs import read_manifest
+from meshsim.run_folder import read_manifest
 from test_kube_transport import start_fortio
 
 pytestmark = pytest.mark.kube

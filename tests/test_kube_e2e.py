@@ -22,7 +22,7 @@ import pytest
 from kube_cluster import ControlPlane, require, session_control_plane
 from meshsim.calibrate.measure.kube import calibrate_kube
 from meshsim.calibrate.measure.kube.probe_plan import plan_from_dict
-from meshsim.runs import read_manifest
+from meshsim.run_folder import read_manifest
 
 pytestmark = pytest.mark.kube
 

@@ -13,7 +13,7 @@ from meshsim.calibrate.measure.kube.meshes import BYPASS_PORT, MESH_PORT, SERVER
 from meshsim.calibrate.measure.kube.objects import NamespaceSpec, namespace_objects
 from meshsim.calibrate.measure.kube.probe_plan import expand, plan_from_dict
 from meshsim.errors import MeshsimError, ModelError
-from meshsim.runs import PATH_MODES
+from meshsim.run_folder import PATH_MODES
 
 
 @pytest.mark.parametrize("mesh", ["istio", "linkerd", "traefik", "none"])

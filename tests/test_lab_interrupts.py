@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.runs import read_manifest
+from meshsim.run_folder import read_manifest
 
 from conftest import alive, require_component, session_members, wait_until  # require_component: fails under CI=true
 

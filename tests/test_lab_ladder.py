@@ -18,8 +18,10 @@ import yaml
 from conftest import require_component
 
 from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.lab_calibration import CARRIED_FRACTION, LADDER_STAGES, calibrate_lab
+from meshsim.calibrate.lab_calibration import CARRIED_FRACTION, calibrate_lab
+from meshsim.calibrate.lab_plan import LADDER_STAGES, LabPlan
 from meshsim.calibrate.validation.compare import validate_runs
+from meshsim.calibrate.validation.validate_options import ValidateOptions
 
 pytestmark = pytest.mark.lab
 
@@ -32,9 +34,9 @@ def calibration(tmp_path_factory: pytest.TempPathFactory):
     require_component("fortio")
     require_component("envoy")
     out = tmp_path_factory.mktemp("ladder")
-    cal = calibrate_lab("envoy-lab", out / "runs", out / "model.yaml", rates=(200.0,), payloads=(1024,),
-                        duration_s=2.0, stages=LADDER_STAGES, batching_probe=False, burst_probes=False,
-                        ladder_rates=PLANNED, state_dir=out / "state")
+    cal = calibrate_lab(LabPlan("envoy-lab", out / "runs", out / "model.yaml", rates=(200.0,), payloads=(1024,),
+                                duration_s=2.0, stages=LADDER_STAGES, batching_probe=False, burst_probes=False,
+                                ladder_rates=PLANNED, state_dir=out / "state"))
     return cal
 
 
@@ -60,7 +62,7 @@ def test_the_saturated_rung_is_a_calibration_result_not_a_held_out_run(calibrati
     for s in saturated:
         assert 0 < s["achieved_rps"] < 0.95 * s["requested_rps"] and s["source"]
     assert not beyond & set(model["calibration"]["fitted_from"])
-    validation = validate_runs(calibration.model_out, list(calibration.run_dirs), replications=2)
+    validation = validate_runs(ValidateOptions(calibration.model_out, tuple(calibration.run_dirs), replications=2))
     roles = {c.run_id: c.role for c in validation.comparisons}
     assert roles and set(roles.values()) == {"fit"}, roles
     assert not validation.summary()  # nothing held out: the summary, which speaks of held-out runs, is empty

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 import signal
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from meshsim.errors import MeshsimError, RunFailed
-from meshsim.runs import read_manifest
+from meshsim.run_folder import read_manifest
 
 from conftest import require_component  # tests/conftest.py: fails under CI=true, skips otherwise
 
@@ -172,11 +173,12 @@ def test_lab_run_keeps_runs_and_reports_percentiles(binaries, tmp_path):
 def test_calibrate_plan_stores_every_run_and_reports_progress(binaries, tmp_path):
     """A shrunken standard plan (two setups, one rate, two payloads, short runs), without the fitter."""
     from meshsim.calibrate.lab_calibration import calibrate_lab
+    from meshsim.calibrate.lab_plan import LabPlan
 
     messages: list[str] = []
-    report = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, messages.append, rates=(200,),
-                           payloads=(0, 4096), duration_s=0.5, stages=(("single", "baseline"), ("lb3", "proxy-lb")),
-                           fit=False)
+    report = calibrate_lab(LabPlan("envoy-lab-test", tmp_path / "runs", None, rates=(200,), payloads=(0, 4096),
+                                   duration_s=0.5, stages=(("single", "baseline"), ("lb3", "proxy-lb")), fit=False),
+                           messages.append)
     assert len(report.run_dirs) == 4 and all(d.is_dir() for d in report.run_dirs)
     manifests = [read_manifest(d) for d in report.run_dirs]
     assert [(m.setup.path, m.setup.payload_bytes) for m in manifests] == [
@@ -188,44 +190,46 @@ def test_calibrate_plan_stores_every_run_and_reports_progress(binaries, tmp_path
 def test_calibrate_resume_skips_every_stored_probe_and_fits_from_the_same_folders(binaries, tmp_path):
     """Run a tiny plan, then again with resume: no new probe, the same folders, each skip said."""
     from meshsim.calibrate.lab_calibration import calibrate_lab
+    from meshsim.calibrate.lab_plan import LabPlan
 
-    plan = dict(rates=(200,), payloads=(0, 4096), duration_s=0.5, stages=(("single", "baseline"),), fit=False,
-                state_dir=tmp_path / "state")
-    first = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, None, **plan)
+    plan = LabPlan("envoy-lab-test", tmp_path / "runs", None, rates=(200,), payloads=(0, 4096), duration_s=0.5,
+                   stages=(("single", "baseline"),), fit=False, state_dir=tmp_path / "state")
+    first = calibrate_lab(plan)
     assert len(first.run_dirs) == 2
     # A third setup's run and an unreadable folder in the same place are not mistaken for the plan's probes.
     (tmp_path / "runs" / "junk").mkdir()
     (tmp_path / "runs" / "junk" / "manifest.yaml").write_bytes(b"\xff")
     messages: list[str] = []
-    again = calibrate_lab("envoy-lab-test", tmp_path / "runs", None, messages.append, resume=True, **plan)
+    again = calibrate_lab(replace(plan, resume=True), messages.append)
     assert sorted(again.run_dirs) == sorted(first.run_dirs)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([d.name for d in first.run_dirs] + ["junk"])
     assert sum("resume: skipped 200 rps" in m for m in messages) == 2
     assert any("resume: skipped 2 probes" in m and "measured 0" in m for m in messages)
     assert not any(m.strip().startswith("lab up:") for m in messages)  # no lab was even started
     # Another mesh name is another setup: resume measures it.
-    other = calibrate_lab("envoy-lab-other", tmp_path / "runs", None, None, resume=True, **plan)
+    other = calibrate_lab(replace(plan, mesh="envoy-lab-other", resume=True))
     assert not set(other.run_dirs) & set(first.run_dirs) and len(other.run_dirs) == 2
 
 
 def test_calibrate_lab_cli_passes_resume_and_state_dir():
-    from meshsim.cli.dispatch import build_parser
-    from meshsim.cli.lab_command import lab_calibrate_kwargs
+    from meshsim.cli.entry_point import build_parser
+    from meshsim.cli.lab_command import lab_plan_of
 
-    args = build_parser().parse_args(["calibrate", "--lab", "--resume", "--lab-state-dir", "somewhere"])
-    kwargs = lab_calibrate_kwargs(args)
-    assert kwargs["resume"] is True and str(kwargs["state_dir"]) == "somewhere"
-    assert lab_calibrate_kwargs(build_parser().parse_args(["calibrate", "--lab"]))["resume"] is False
-    assert kwargs["load_ladder"] is True
-    no_ladder = build_parser().parse_args(["calibrate", "--lab", "--lab-no-load-ladder"])
-    assert lab_calibrate_kwargs(no_ladder)["load_ladder"] is False
+    def plan(*flags: str):
+        return lab_plan_of(build_parser().parse_args(["calibrate", "--lab", *flags]), "envoy-lab", Path("m.yaml"))
+
+    resumed = plan("--resume", "--lab-state-dir", "somewhere")
+    assert resumed.resume is True and str(resumed.state_dir) == "somewhere"
+    assert plan().resume is False
+    assert resumed.load_ladder is True
+    assert plan("--lab-no-load-ladder").load_ladder is False
 
 
 def test_the_load_ladder_reaches_below_the_wake_ups_time_scale():
     """The ladder's runs: plain baseline and both sidecars, many connections, rates past every calibration rate, so
     that a worker's idle gap between passes falls well under a millisecond at the top (the wake-ups' tau measured in
     the lab is 13-22 ms, and at 1-5 ms every pass is cold)."""
-    from meshsim.calibrate.lab_calibration import LADDER_CONNECTIONS, LADDER_STAGES, ladder_plan
+    from meshsim.calibrate.lab_plan import LADDER_CONNECTIONS, LADDER_STAGES, ladder_plan
     from meshsim.calibrate.measure.lab.spec import DEFAULT_RATES
 
     ladder = ladder_plan((1024, 0), 2.0)

@@ -18,9 +18,10 @@ import pytest
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.distributions import Deterministic
 from meshsim.scenario import build_scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import predict
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import predict
 from meshsim.workload import OpenLoad, Workload
 
 HANDSHAKE_S = 0.020  # far above everything else on the path, so a call that paid one stands out

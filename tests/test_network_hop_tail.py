@@ -26,7 +26,7 @@ from meshsim.cli import main
 from meshsim.distribution_spec import parse_distribution
 from meshsim.distributions import LogNormal, ParetoStall
 from meshsim.errors import MeshsimError
-from meshsim.sim.streams import BATCH, Streams
+from meshsim.sim.engine.streams import BATCH, Streams
 from meshsim.topology import load_topology_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def _bootstrap_sd(obs, q: float, n_boot: int = 300) -> float:
 
 
 def test_refitted_single_predicts_the_istio_baseline_tail() -> None:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     obs = from_result(load_run(ISTIO_BASE).result)
     pred = predict("single", "none", scope="none", load="fortio", connections=1, rps=1000.0, duration_s=60.0,

@@ -111,7 +111,7 @@ def test_write_time_failures_of_the_library_writers_name_their_option(tmp_path: 
     import yaml
 
     from meshsim.calibrate.fit.model_file import write_model
-    from meshsim.sim.sweep_cache import PointCache
+    from meshsim.sim.experiments.sweep_cache import PointCache
 
     model = yaml.safe_load((Path(__file__).resolve().parents[1] / "models/meshes/istio-1.2.yaml").read_text())
     with file_size_limit(512):
@@ -124,7 +124,7 @@ def test_write_time_failures_of_the_library_writers_name_their_option(tmp_path: 
 
 def test_a_run_folder_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     """A lab or cluster run folder that cannot be written leaves the run stored before it as it was."""
-    from meshsim.runs import read_manifest, write_run
+    from meshsim.run_folder import read_manifest, write_run
 
     shipped = Path(__file__).resolve().parents[1] / "measurements/istio-1.2.0/istio-1.2.0-c1-qps1000-baseline"
     manifest, raw = read_manifest(shipped), (shipped / "fortio.json").read_bytes()

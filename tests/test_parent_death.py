@@ -29,7 +29,7 @@ SIMULATING_TICKS = 20  # CPU ticks (0.2 s at 100 Hz) each worker has used: it is
 def _kill_while_workers_simulate(argv: list[str], cwd: Path) -> tuple[int, dict[int, str]]:
     """Start ``meshsim ARGV`` in its own session and SIGKILL it once two workers of it are simulating; its pid (the
     session's id) and its workers."""
-    on_disk = subprocess.run([sys.executable, "-c", "from meshsim.sim.fast_native import loop_on_disk; "
+    on_disk = subprocess.run([sys.executable, "-c", "from meshsim.sim.fast.fast_native import loop_on_disk; "
                               "print(loop_on_disk())"], cwd=cwd, capture_output=True, text=True, timeout=60)
     # else the command spends minutes building it before any worker starts, and the wait below times out
     assert on_disk.stdout.strip() == "True", ("the compiled engine of the meshsim imported outside the checkout is not "

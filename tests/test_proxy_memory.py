@@ -21,8 +21,9 @@ from meshsim.errors import FieldError, ModelError
 from meshsim.limits import MAX_MEMORY_MB
 from meshsim.mesh import Memory, mesh_from_data
 from meshsim.scenario import Scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.predict import predict
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.predict import predict
 from meshsim.workload import OpenLoad, Workload
 
 from meshsim.calibrate.load.memory_fit import (MemoryObservation, fit_memory, istio17_observations,
@@ -328,7 +329,7 @@ def _memory_runs(root, connections=(1, 4, 16, 64), rates=(100.0, 1000.0)) -> Non
     """A baseline run and server-sidecar runs whose sidecar RSS follows a known law (base 50, 0.1 per connection,
     0.5 per request held; held = achieved rps x mean latency, as the runs' fortio results say)."""
     from meshsim.calibrate.measure.fortio_histogram import result_json
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     rng = np.random.default_rng(3)
     for path in ("baseline", "server-sidecar"):
@@ -382,7 +383,7 @@ def test_an_open_load_holds_the_connections_its_concurrency_needs() -> None:
     client grows to (the 99.9th percentile of the Poisson occupancy), never more than the ids seen."""
     from scipy import stats
 
-    from meshsim.sim.components import pooled_connections
+    from meshsim.sim.engine.components import pooled_connections
 
     for mean in (0.01, 0.5, 3.0, 20.0, 49.0):
         assert pooled_connections(1000, mean) == max(1, int(stats.poisson.ppf(0.999, mean)))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from meshsim.cli.dispatch import build_parser
+from meshsim.cli.entry_point import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -1,4 +1,4 @@
-"""A prediction's replications in forked workers (sim/replication_runs.py): the same results as in one process,
+"""A prediction's replications in forked workers (sim/experiments/replication_runs.py): the same results as in one process,
 whatever ran ahead; a worker reuses one compiled-engine setup; closing stops what runs ahead."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from meshsim.request import PredictOptions, PredictRequest, build_request
-from meshsim.sim import replication_runs
-from meshsim.sim.fast_engine import fast_setup, load_compiled
-from meshsim.sim.predict import horizon_for, run_prediction
-from meshsim.sim.replication_runs import ReplicationRunner
+from meshsim.sim.experiments import replication_runs
+from meshsim.sim.fast.fast_engine import fast_setup, load_compiled
+from meshsim.sim.experiments.predict import horizon_for, run_prediction
+from meshsim.sim.experiments.replication_runs import ReplicationRunner
 
 OPTIONS = dict(topology="chain3", mesh="istio", rps=2000, duration_s=0.3, saturation=False)
 
@@ -72,7 +72,7 @@ def test_closing_stops_the_replications_running_ahead() -> None:
 HALF_WRITTEN = r"""
 import multiprocessing, os, struct, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from meshsim.sim.replication_runs import stop_workers
+from meshsim.sim.experiments.replication_runs import stop_workers
 
 def half_a_result(_):
     # what a worker terminated in the middle of sending its result leaves: a message's header and part of it

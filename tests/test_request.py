@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshsim.cli.dispatch import main
+from meshsim.cli.entry_point import main
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions, build_request
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad

@@ -10,9 +10,9 @@ import numpy as np
 
 from meshsim.distributions import Exponential
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for, predict
-from meshsim.sim.stats import Estimate, t_interval
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for, predict
+from meshsim.sim.experiments.stats import Estimate, t_interval
 from simkit import NO_MESH, station_topology
 
 FORTIO = dict(topology="single", mesh="istio", features=("mtls",), load="fortio", jitter=True, connections=64,

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.engine import run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for
 
 from engine_pairs import engine_disagreements
 

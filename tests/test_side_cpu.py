@@ -10,8 +10,9 @@ from meshsim.distributions import Deterministic
 from meshsim.errors import ModelError
 from meshsim.mesh import MeshModel, ProxyModel, SideCpu, mesh_from_data
 from meshsim.scenario import Scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
 from meshsim.workload import FortioLoad, Workload
 from simkit import ZERO, station_topology
 
@@ -120,7 +121,7 @@ def _write_side_runs(root, rng) -> tuple:
 
     from meshsim.calibrate.measure.fortio_histogram import result_json
     from meshsim.distributions import Gamma, LogNormal, Shifted
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     n = 20000
     base, inbound = Shifted(LogNormal(math.log(0.12e-3), 0.3), 0.16e-3), Shifted(Gamma(3.0, 0.03e-3), 0.04e-3)
@@ -178,7 +179,7 @@ def test_a_model_with_measured_sides_keeps_them_over_the_bursts(tmp_path) -> Non
     from meshsim.calibrate.fit_beyond_passes import add_held_fraction
     from meshsim.calibrate.measure.dataset import load_runs
     from meshsim.calibrate.measure.fortio_histogram import result_json
-    from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+    from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
     manifest = RunManifest(id="burst", source="lab", provenance="synthetic: test_side_cpu.py",
                            when="2026-11-25T00:00:00Z", where={}, setup=Setup(mesh="envoy", path="both-sidecars"),

@@ -9,9 +9,10 @@ import pytest
 
 from meshsim.errors import FieldError, MeshsimError
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.cost import DEFAULT_MAX_EVENTS, check_budget, estimate, time_left_for_another_batch
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.predict import horizon_for
+from meshsim.sim.experiments.run_cost import DEFAULT_MAX_EVENTS, check_budget, estimate, time_left_for_another_batch
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.predict import horizon_for
 
 
 def budget_of(**options):
@@ -152,8 +153,8 @@ def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
 def test_the_saturation_search_starts_no_probe_past_its_deadline(monkeypatch) -> None:
     import numpy as np
 
-    from meshsim.sim import saturation_search as prediction
-    from meshsim.sim.engine import run_replication as real
+    from meshsim.sim.experiments import saturation_search as prediction
+    from meshsim.sim.engine.simpy_replication import run_replication as real
 
     calls = []
     probe = prediction.run_one_replication  # every probe runs through it, on either engine
@@ -184,8 +185,8 @@ def test_overload_reports_the_capacity_and_a_saturated_verdict(capsys) -> None:
 def test_reported_intervals_never_reach_below_zero(monkeypatch) -> None:
     """A Student-t interval over 2 replications (t = 12.7) can put a latency's lower bound below 0; the report
     raises it to 0 and keeps the value and the upper bound of the interval."""
-    from meshsim.sim import predict as prediction_module
-    from meshsim.sim.stats import Estimate, t_interval
+    from meshsim.sim.experiments import predict as prediction_module
+    from meshsim.sim.experiments.stats import Estimate, t_interval
 
     assert Estimate(1.0, -2.0, 4.0).at_least(0.0) == Estimate(1.0, 0.0, 4.0)
     assert Estimate(1.0, 0.5, 1.5).at_least(0.0) == Estimate(1.0, 0.5, 1.5)
@@ -201,7 +202,7 @@ def test_reported_intervals_never_reach_below_zero(monkeypatch) -> None:
     def controlled_reaching_below_zero(values, controls, expected, confidence=0.95):
         return reaching_below_zero(values, confidence)  # a Poisson load's latencies: the control variate's interval
 
-    from meshsim.sim import latency_estimates
+    from meshsim.sim.experiments import latency_estimates
 
     monkeypatch.setattr(prediction_module, "t_interval", reaching_below_zero)  # the achieved rate's
     monkeypatch.setattr(latency_estimates, "t_interval", reaching_below_zero)  # the latencies'

@@ -11,8 +11,9 @@ import pytest
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.mesh import Feature, Handshake, MeshModel, ProxyModel
 from meshsim.scenario import Scenario
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.stations import CpuQuota, Station
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.engine.stations import CpuQuota, Station
 from meshsim.wakeup import WakeUp
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from simkit import ZERO, station_topology
@@ -126,7 +127,7 @@ def test_cold_wakeups_match_renewal_theory(rate: float) -> None:
     a = E[1 - exp(-I / tau)] = 1 / (1 + rate tau). The worker is held for S plus, when cold, delay + cpu:
     rho = rate (E[S] + a (1 - rho)(d + c))  =>  rho = rate (E[S] + a b) / (1 + rate a b),  b = d + c.
     CPU per job = E[S] + a (1 - rho) c. Checked over seeded replications (mean +- 4 standard errors)."""
-    from meshsim.sim.streams import stream_rng
+    from meshsim.sim.engine.streams import stream_rng
 
     mean_s, wake = 0.2e-3, WakeUp(delay=0.15e-3, tau=1e-3, cpu=0.1e-3)
     a = 1 / (1 + rate * wake.tau)

@@ -16,8 +16,9 @@ from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.fortio_warmup import FORTIO_WARMUP, warmup_mode
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.predict import predict
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.predict import predict
 from meshsim.workload import FortioLoad, Workload, validate_load
 from simkit import plain, station_topology
 from test_sim_loadgen import fortio_calls

@@ -16,11 +16,12 @@ import simpy
 from meshsim.catalog import load_topology
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.errors import ModelError
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.predict import predict
-from meshsim.sim.stations import NodeCores
-from meshsim.sim.streams import Streams
-from meshsim.sim.system import System
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.experiments.predict import predict
+from meshsim.sim.engine.stations import NodeCores
+from meshsim.sim.engine.streams import Streams
+from meshsim.sim.engine.system import System
 from meshsim.topology import Client, KernelCpu, Network, load_topology_text
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from simkit import NO_NETWORK, ZERO, plain, station_topology

@@ -7,10 +7,11 @@ import pytest
 import simpy
 
 from meshsim.distributions import Deterministic, Exponential
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.loadgen import FortioPlan, LoadTrace, fortio_threads, open_arrivals, sequential_users
-from meshsim.sim.streams import Streams
-from meshsim.sim.system import System
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.engine.loadgen import FortioPlan, LoadTrace, fortio_threads, open_arrivals, sequential_users
+from meshsim.sim.engine.streams import Streams
+from meshsim.sim.engine.system import System
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload
 from simkit import plain, station_topology
 

@@ -13,13 +13,14 @@ import pytest
 import simpy
 
 from meshsim.distributions import Deterministic, Exponential, LogNormal
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.loadgen import LoadTrace, open_arrivals
-from meshsim.sim.stats import MIN_CONTROLLED, controlled_interval, t_interval
-from meshsim.sim.streams import Streams
-from meshsim.sim.transient_cut import choose_cut
-from meshsim.sim.system import System
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.engine.loadgen import LoadTrace, open_arrivals
+from meshsim.sim.experiments.stats import MIN_CONTROLLED, controlled_interval, t_interval
+from meshsim.sim.engine.streams import Streams
+from meshsim.sim.experiments.transient_cut import choose_cut
+from meshsim.sim.engine.system import System
 from meshsim.workload import OpenLoad, Workload
 from simkit import plain, station_topology, tandem_topology
 
@@ -132,7 +133,7 @@ def test_the_t_quantile_behind_every_interval_is_students(df: int) -> None:
     series to Fisher's expansion (LARGE_DF)."""
     from scipy.special import stdtrit
 
-    from meshsim.sim.stats import t_quantile
+    from meshsim.sim.experiments.stats import t_quantile
 
     for p in (0.6, 0.9, 0.95, 0.975, 0.995, 0.9995, 0.025):
         value = t_quantile(p, df)
@@ -221,7 +222,7 @@ def test_an_overloaded_queue_answers_at_its_service_rate_and_falls_behind(engine
     """M/M/1 with mu = 1000/s offered 1250/s: its server never idles once the backlog builds, so over the window's
     second half it answers at mu (theory inside the replications' interval) and the unanswered grow by
     (lam - mu) x the half window; offered 900/s it keeps up, and no replication is taken for overloaded."""
-    from meshsim.sim.saturation_search import fell_behind
+    from meshsim.sim.experiments.saturation_search import fell_behind
 
     mu, duration = 1000.0, 4.0
     scenario = plain(station_topology(Exponential(1 / mu)))

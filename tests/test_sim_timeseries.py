@@ -1,4 +1,4 @@
-"""The time series of a prediction (sim/window_series.py) and a rate profile setting the run's length.
+"""The time series of a prediction (sim/engine/window_series.py) and a rate profile setting the run's length.
 
 Exact timelines on deterministic inputs (a deterministic service with cores to spare never queues, so every latency
 is its service time and every window's CPU is its requests x that time); the windows' counts add up to the totals;
@@ -16,8 +16,8 @@ from meshsim.cli import main
 from meshsim.cli.prediction_text import prediction_table
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.errors import FieldError
-from meshsim.sim.predict import predict
-from meshsim.sim.window_series import default_window
+from meshsim.sim.experiments.predict import predict
+from meshsim.sim.engine.window_series import default_window
 from meshsim.workload import RateProfile
 
 from simkit import station_topology

@@ -12,10 +12,11 @@ from scipy.optimize import brentq
 
 from meshsim.distributions import Deterministic, Exponential
 from meshsim.errors import FieldError
-from meshsim.sim.engine import Horizon, run_replication
-from meshsim.sim.loadgen import LoadTrace, Wrk2Pacer, wrk2_connections
-from meshsim.sim.streams import Streams
-from meshsim.sim.system import System
+from meshsim.sim.engine.replication_result import Horizon
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.engine.loadgen import LoadTrace, Wrk2Pacer, wrk2_connections
+from meshsim.sim.engine.streams import Streams
+from meshsim.sim.engine.system import System
 from meshsim.workload import Workload, Wrk2Load, validate_load
 from simkit import plain, station_topology
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from meshsim.catalog import load_mesh, load_topology
-from meshsim.sim.predict import predict
+from meshsim.sim.experiments.predict import predict
 
 from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.bookinfo_course_study import (GATEWAY, PACKETS, SETUPS, TOTALS, fit_client_rtt_ms,

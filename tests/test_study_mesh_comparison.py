@@ -24,7 +24,7 @@ from meshsim.calibrate.studies.study_catalog import StudySettings, load_study
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.errors import ModelError
 from meshsim.request import build_request
-from meshsim.sim.predict import predict
+from meshsim.sim.experiments.predict import predict
 from meshsim.workload import Wrk2Load
 
 MODELS = {"istio": "istio-1.11", "linkerd": "linkerd-2.11", "traefik-mesh": "traefik-mesh-1.4"}

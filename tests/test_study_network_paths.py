@@ -11,7 +11,7 @@ import pytest
 
 from meshsim.catalog import load_topology
 from meshsim.distributions import MS, Deterministic
-from meshsim.sim.predict import predict
+from meshsim.sim.experiments.predict import predict
 from meshsim.topology import Compute
 
 from meshsim.calibrate.measure.tables import load_table

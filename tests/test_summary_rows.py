@@ -105,7 +105,7 @@ def test_fit_rows_cli_refuses_mixed_inputs_and_bad_settings(tmp_path: Path, caps
 # -- the shipped model ---------------------------------------------------------------------------------------------
 
 def _predict(label: str, rps: float) -> dict:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     features = {"none_mtls_both": ("no-telemetry",), "v2-stats-nullvm_both": (), "baseline": ()}[label]
     scope = "none" if label == "baseline" else "both"

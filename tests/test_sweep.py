@@ -15,9 +15,9 @@ import pytest
 
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
-from meshsim.sim.predict import predict_options
-from meshsim.sim.sweep_cache import PointCache, point_key
-from meshsim.sim.sweep_runs import point_row, sweep
+from meshsim.sim.experiments.predict import predict_options
+from meshsim.sim.experiments.sweep_cache import PointCache, point_key
+from meshsim.sim.experiments.sweep_runs import point_row, sweep
 from meshsim.sweep_grid import SweepGrid, parse_feature_sets, parse_rps_range
 from conftest import free_port
 from meshsim.cli import main
@@ -100,8 +100,10 @@ def test_the_cache_key_follows_the_content_not_the_name(tmp_path: Path) -> None:
 
 
 def test_parquet_and_html_outputs(tmp_path: Path) -> None:
-    result = sweep(small_grid(meshes=("none",)), tmp_path / "a.parquet", html=tmp_path / "a.html",
-                   cache_dir=tmp_path / "cache")
+    from meshsim.cli.sweep_page import write_sweep_page
+
+    result = sweep(small_grid(meshes=("none",)), tmp_path / "a.parquet",
+                   report=lambda table: write_sweep_page(table, tmp_path / "a.html"), cache_dir=tmp_path / "cache")
     table = pd.read_parquet(tmp_path / "a.parquet")
     assert len(table) == 2 and result.finished == 2
     html = (tmp_path / "a.html").read_text(encoding="utf-8")
@@ -124,7 +126,7 @@ def _meshsim(*args: str, **kw: object) -> subprocess.CompletedProcess:
 ])
 def test_bad_input_is_one_line_naming_the_flag(tmp_path: Path, args: list[str], flag: str,
                                                capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("meshsim.sim.sweep_runs.CONNECT_TIMEOUT_S", 1.0)  # nobody listens there: no need to wait
+    monkeypatch.setattr("meshsim.sim.experiments.sweep_runs.CONNECT_TIMEOUT_S", 1.0)  # nobody listens there: no need to wait
     args = [a.replace("PORT", str(free_port())) for a in args]
     if "--out" not in args:
         args += ["--out", str(tmp_path / "o.csv")]
@@ -171,8 +173,8 @@ def test_the_compile_is_announced_and_done_once_before_the_first_point(tmp_path:
     compiled engine on its own. The sweep loads it in the parent, before the first point and before forking, and
     says so when the compiled loop is not on disk (an empty NUMBA_CACHE_DIR here, where the native module lives too;
     the loop is already loaded in this process, so nothing is actually built)."""
-    from meshsim.sim.fast_engine import load_compiled
-    from meshsim.sim.predict import COMPILING
+    from meshsim.sim.fast.fast_engine import load_compiled
+    from meshsim.sim.engine_choice import COMPILING
 
     load_compiled()
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "empty-numba-cache"))

@@ -1,4 +1,4 @@
-"""The start-up transient's cut (sim/transient_cut.py): MSER-5 against its definition and on series with a known
+"""The start-up transient's cut (sim/experiments/transient_cut.py): MSER-5 against its definition and on series with a known
 transient, the same cut on both engines, the runs that keep their start, the JSON and the text."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from hypothesis import given, settings, strategies as st
 from meshsim.distributions import Deterministic
 from meshsim.errors import FieldError
 from meshsim.request import PredictOptions, build_request
-from meshsim.sim.engine import Horizon, ReplicationResult, run_replication
-from meshsim.sim.fast_engine import run_fast_replication
-from meshsim.sim.predict import horizon_for, predict
-from meshsim.sim.stats import Estimate, sectioned, t_quantile
-from meshsim.sim.transient_cut import MSER_BATCH, choose_cut, mser_cut
+from meshsim.sim.engine.replication_result import Horizon, ReplicationResult
+from meshsim.sim.engine.simpy_replication import run_replication
+from meshsim.sim.fast.fast_engine import run_fast_replication
+from meshsim.sim.experiments.predict import horizon_for, predict
+from meshsim.sim.experiments.stats import Estimate, sectioned, t_quantile
+from meshsim.sim.experiments.transient_cut import MSER_BATCH, choose_cut, mser_cut
 from meshsim.workload import FortioLoad, RateProfile, Workload
 from engine_pairs import disagreement
 from simkit import plain, tandem_topology

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from meshsim.calibrate.measure.fortio_histogram import result_json
-from meshsim.calibrate.validation import gate, parse_thresholds, validate_runs
+from meshsim.calibrate.validation import ValidateOptions, gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.text_report import table
-from meshsim.calibrate.validation.compare import Metric
+from meshsim.calibrate.validation.compare import Metric, Validation
 from meshsim.cli import main
 from meshsim.errors import FieldError, MeshsimError, ModelError
 
@@ -23,9 +23,13 @@ RUNS = REPO / "measurements" / "istio-1.2.0"
 FAST = dict(replications=2, sim_duration_s=5.0, processes=1)
 
 
+def _validate(model: str | Path, run_dirs: list[Path], **settings: object) -> Validation:
+    return validate_runs(ValidateOptions(model, tuple(run_dirs), **settings))
+
+
 @pytest.fixture(scope="module")
 def validation():
-    return validate_runs(MODEL, [RUNS], **FAST)
+    return _validate(MODEL, [RUNS], **FAST)
 
 
 def test_fit_runs_are_marked_and_excluded(validation) -> None:
@@ -56,7 +60,7 @@ def test_replay_reproduces_the_fit_runs(validation) -> None:
 
 
 def test_include_fit_runs_summarises_them() -> None:
-    v = validate_runs(MODEL, [RUNS / "istio-1.2.0-c1-qps1000-baseline", RUNS / "istio-1.2.0-c1-qps1000-both-sidecars-nomixer"],
+    v = _validate(MODEL, [RUNS / "istio-1.2.0-c1-qps1000-baseline", RUNS / "istio-1.2.0-c1-qps1000-both-sidecars-nomixer"],
                       include_fit_runs=True, **FAST)
     rows = v.summary()
     assert rows["p50"].n == 2 and rows["p50"].worst_abs < 0.1
@@ -67,7 +71,7 @@ def test_include_fit_runs_summarises_them() -> None:
 def test_held_out_when_the_model_did_not_see_the_run(tmp_path: Path) -> None:
     """A hand-made model never saw these runs: they are held-out and replayed on the named topology."""
     model = REPO / "models" / "meshes" / "istio.yaml"
-    v = validate_runs(model, [RUNS / "istio-1.2.0-c1-qps1000-server-sidecar-nomixer"], **FAST)
+    v = _validate(model, [RUNS / "istio-1.2.0-c1-qps1000-server-sidecar-nomixer"], **FAST)
     (c,) = v.comparisons
     assert c.role == "held-out" and v.summary()["p50"].n == 1
     assert c.latency_ms["p50"].predicted > 0 and c.setup.startswith("single server-sidecar")
@@ -134,7 +138,7 @@ def test_bad_inputs_give_one_line(tmp_path: Path, capsys) -> None:
     code, _, err = _cli(["validate", "--model", str(MODEL), str(RUNS), "--fail-above", "p42=1%"], capsys)
     assert code == 2 and "--fail-above" in err
     with pytest.raises(FieldError, match="^model: file "):
-        validate_runs(tmp_path / "missing.yaml", [RUNS])
+        _validate(tmp_path / "missing.yaml", [RUNS])
 
 
 def test_failed_saturated_and_unreadable_runs(tmp_path: Path) -> None:
@@ -149,7 +153,7 @@ def test_failed_saturated_and_unreadable_runs(tmp_path: Path) -> None:
     truncated = tmp_path / "truncated"
     shutil.copytree(good, truncated)
     (truncated / "fortio.json").write_text((good / "fortio.json").read_text()[:500])
-    v = validate_runs(MODEL, [tmp_path], **FAST)
+    v = _validate(MODEL, [tmp_path], **FAST)
     assert [c.folder for c in v.comparisons] == [str(tmp_path / "good")]
     assert any("failed run, not validated" in s for s in v.skipped)
     assert any("truncated" in s and "not valid JSON" in s for s in v.skipped)
@@ -169,7 +173,7 @@ def test_saturated_run_is_validated_and_marked(tmp_path: Path) -> None:
                     "meshsim.calibrate.measure.fortio_histogram.result_json (test data)")
     manifest["load"].update(rps=500.0, duration_s=24.0, resolution_s=1e-5)  # the result's own (physical_sense)
     (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
-    v = validate_runs(REPO / "models" / "meshes" / "istio.yaml", [folder], **FAST)
+    v = _validate(REPO / "models" / "meshes" / "istio.yaml", [folder], **FAST)
     (c,) = v.comparisons
     assert c.status == "saturated" and c.role == "held-out"
     assert any("saturated" in n for n in c.notes)
@@ -188,13 +192,13 @@ def test_chain_with_a_fitted_model_needs_its_baseline(tmp_path: Path) -> None:
     """A fitted model knows one service; a chainN run is replayed only with a baseline chainN run beside it, which
     then supplies the forwarding hops' cost and is marked topology (not held-out)."""
     both = _copy_run(RUNS / "istio-1.2.0-c1-qps1000-both-sidecars-nomixer", tmp_path / "chain3-both", topology="chain3")
-    v = validate_runs(MODEL, [both], **FAST)
+    v = _validate(MODEL, [both], **FAST)
     assert not v.comparisons and "add a baseline chain3 run" in v.skipped[0]
 
     # a "chain3 baseline" slower than the single-service baseline: its extra mean is split over 2 forwarding hops
     base = _copy_run(RUNS / "istio-1.2.0-c1-qps1000-server-sidecar-nomixer", tmp_path / "chain3-base",
                      topology="chain3", path="baseline")
-    v = validate_runs(MODEL, [both, base], **FAST)
+    v = _validate(MODEL, [both, base], **FAST)
     roles = {c.run_id: c.role for c in v.comparisons}
     assert roles == {"chain3-both": "held-out", "chain3-base": "topology"}
     chain = next(c for c in v.comparisons if c.run_id == "chain3-both")
@@ -206,8 +210,8 @@ def test_chain_with_a_fitted_model_needs_its_baseline(tmp_path: Path) -> None:
 
 def test_topology_override(tmp_path: Path) -> None:
     run = RUNS / "istio-1.2.0-c1-qps1000-baseline"
-    derived = validate_runs(MODEL, [run], **FAST).comparisons[0]
-    named = validate_runs(MODEL, [run], topology="chain3", **FAST).comparisons[0]
+    derived = _validate(MODEL, [run], **FAST).comparisons[0]
+    named = _validate(MODEL, [run], topology="chain3", **FAST).comparisons[0]
     # --topology wins over the manifest: three services on cross-node hops instead of the measured single echo
     assert named.latency_ms["p50"].predicted > 2 * derived.latency_ms["p50"].predicted
     assert named.setup.startswith("single baseline")  # the run is still described by its manifest

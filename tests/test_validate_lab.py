@@ -30,9 +30,9 @@ import pytest
 
 from conftest import require_component
 
-from meshsim.calibrate.lab_calibration import LADDER_RATES, LADDER_STAGES
+from meshsim.calibrate.lab_plan import LADDER_RATES, LADDER_STAGES
 from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
-from meshsim.calibrate.validation.validate import validate_lab_report
+from meshsim.calibrate.validation.validate import ReportOptions, validate_lab_report
 from meshsim.calibrate.validation.lab_loop import SMALL_PLAN
 from meshsim.calibrate.validation.text_report import summary_line
 
@@ -51,7 +51,8 @@ def lab_validation(tmp_path_factory: pytest.TempPathFactory):
     require_component("envoy")
     out = tmp_path_factory.mktemp("lab-validation")
     # the library call behind `meshsim lab validate --plan small --json --html FILE`
-    outcome = validate_lab_report(out, "small", html=out / "report.html", as_json=True, replications=3)
+    outcome = validate_lab_report(out, "small", report=ReportOptions(html=out / "report.html", as_json=True),
+                                  replications=3)
     assert outcome.html is not None and outcome.html.is_file()
     report = json.loads(outcome.text)
     held_setups = sum(len(h.probes) for h in SMALL_PLAN.held_out if h.mode != "baseline")

@@ -33,7 +33,7 @@ from meshsim.calibrate.fit.sim_check import calibration_topology
 from meshsim.calibrate.fit_runs import fit_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.catalog import load_mesh, load_topology
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
 WAKE = {"delay_ms": 0.0, "cpu_ms": 0.3, "tau_ms": 4.0, "resume_cpu_ms": 0.04, "source": "test truth"}
 CPU_FRACTION = 0.5
@@ -46,7 +46,7 @@ SAMPLES = 20000
 
 
 def _simulated_runs(root: Path) -> None:
-    from meshsim.sim.predict import predict
+    from meshsim.sim.experiments.predict import predict
 
     model = _truth_model()
     model["proxy"]["wakeup"] = dict(WAKE)
@@ -62,7 +62,7 @@ def _simulated_runs(root: Path) -> None:
         samples = np.interp(rng.uniform(0, 1, SAMPLES), cdf["q"], cdf["ms"]) * 1e-3
         run_id = f"sim-{path}-c{connections}-q{rps}"
         manifest = RunManifest(
-            id=run_id, source="lab", provenance="simulated by meshsim.sim.predict (truth.yaml), test",
+            id=run_id, source="lab", provenance="simulated by meshsim.sim.experiments.predict (truth.yaml), test",
             when="2026-11-26T00:00:00Z", where={"simulator": "meshsim", "cpus": HOST_CORES},
             setup=Setup(mesh="truth", path=path, proxy_workers=2),
             load=LoadSettings(rps=float(rps), connections=connections, duration_s=DURATION_S, resolution_s=1e-5),

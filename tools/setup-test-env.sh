@@ -36,7 +36,7 @@ PY="${PYTHON:-python3}"
 # import, so that no test builds it: the checkout's (pytest, and `python -m` run in this folder, put the repository's
 # root first on sys.path) and the installed one (`meshsim`, and `python -m meshsim` started in any other folder)
 echo "setup: building the fast engine (numba, ahead of time; kept on disk) for the checkout and the installed package"
-build='from meshsim.sim.fast_engine import load_compiled; load_compiled()'
+build='from meshsim.sim.fast.fast_engine import load_compiled; load_compiled()'
 .venv/bin/python -c "$build"
 repo="$(pwd)"
 (cd / && "$repo/.venv/bin/python" -c "$build")

@@ -20,7 +20,7 @@ from meshsim.calibrate.fit.acceptance import choose
 from meshsim.calibrate.fit.convolution import Grid, GridPmf, from_cdf, power
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
-from meshsim.calibrate.fit.mle import FitResult, _safe, maximise
+from meshsim.calibrate.fit.mle import FitResult, finite_or_worst, maximise
 from meshsim.calibrate.fit.observations import Observation
 from meshsim.progress import Progress
 
@@ -87,7 +87,7 @@ def fit_component(
             return total
 
         starts = family.starts(start_q, max_shift, max_shift)
-        theta = maximise(_safe(nll), starts, max_evals)
+        theta = maximise(finite_or_worst(nll), starts, max_evals)
         ll = -nll(theta)
         fits.append(FitResult(family, theta, family.distribution(theta, max_shift), ll, sum(t.obs.n for t in terms)))
         if progress:

@@ -63,7 +63,8 @@ def _cells(obs: Observation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return b.lo, b.hi, b.counts
 
 
-def _safe(f: Callable[[np.ndarray], float]) -> Callable[[np.ndarray], float]:
+def finite_or_worst(f: Callable[[np.ndarray], float]) -> Callable[[np.ndarray], float]:
+    """``f`` with numpy warnings off and a non-finite value read as the worst (1e300): what the optimiser minimises."""
     def wrapped(theta: np.ndarray) -> float:
         with np.errstate(all="ignore"):
             v = f(theta)
@@ -89,7 +90,7 @@ def fit_family(obs: Observation, family: Family, max_evals: int = 1500) -> FitRe
             return -binned_loglik(obs, lambda v: family.cdf(theta, v, max_shift))
 
     starts = family.starts(obs.quantile, obs.min, max_shift)
-    theta = maximise(_safe(nll), starts, max_evals)
+    theta = maximise(finite_or_worst(nll), starts, max_evals)
     ll = -nll(theta)
     gof = goodness_of_fit(obs, lambda v: family.cdf(theta, v, max_shift), family.k)
     return FitResult(family, theta, family.distribution(theta, max_shift), ll, obs.n, gof)

@@ -54,8 +54,8 @@ def run_topology(run: Run, topology: Topology | None = None) -> Topology:
 
 def simulate_baseline(topology: Topology, run: Run, requests: int, seed: int) -> np.ndarray:
     """Latencies (s) of the run's fortio workload on ``topology`` without sidecars, about ``requests`` of them."""
-    from meshsim.sim.fast_coverage import run_on_chosen_engine
-    from meshsim.sim.predict import horizon_for
+    from meshsim.sim.engine_choice import run_on_chosen_engine
+    from meshsim.sim.experiments.predict import horizon_for
 
     load = run.manifest.load
     rps = float(run.rps or 0.0)

@@ -71,7 +71,7 @@ def run_features(model: dict[str, Any], run: Run) -> list[str]:
 def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int = 1,
                   duration_s: float | None = None, progress: Progress | None = None) -> list[ModeCheck]:
     """Simulated vs measured p50/p90/p99 for every run whose path the simulator can reproduce."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     model = read_model(model_path)
     topo = calibration_topology(model, work)
@@ -105,7 +105,7 @@ def replay_options(topo: Path, model_path: Path, model: dict[str, Any], run: Run
 
 
 def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed: int) -> float:
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     options = replay_options(topo, model_path, model, run, SCOPE_OF_PATH[run.manifest.setup.path], seed, 60.0)
     return float(predict_options(options).to_dict()["latency_ms"]["mean"])

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import special
 
-from meshsim.calibrate.fit.mle import _safe, maximise
+from meshsim.calibrate.fit.mle import finite_or_worst, maximise
 from meshsim.distributions import LogNormal, ParetoStall
 from meshsim.limits import STALL_MAX_ALPHA, STALL_MAX_PROBABILITY, STALL_MIN_ALPHA
 
@@ -136,7 +136,7 @@ def fit_stall_hop(targets: Sequence[QuantileTarget], max_evals: int = 1500) -> H
         r = model.residuals(theta)
         return float(r @ r)
 
-    theta = maximise(_safe(sse), _starts(targets), max_evals)
+    theta = maximise(finite_or_worst(sse), _starts(targets), max_evals)
     resid = model.residuals(theta)
     quantiles = model.quantiles(theta)
     log_err = np.concatenate([np.log(q) - np.log(np.asarray(t.values_s)) for q, t in zip(quantiles, targets)])

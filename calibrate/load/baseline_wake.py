@@ -74,8 +74,8 @@ def _simulate(model: Mapping[str, Any], run: Run, work: Path, wakeup: Mapping[st
     from meshsim.catalog import load_mesh, load_topology
     from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version
     from meshsim.scenario import build_scenario
-    from meshsim.sim.engine import Horizon
-    from meshsim.sim.fast_coverage import run_on_chosen_engine
+    from meshsim.sim.engine.replication_result import Horizon
+    from meshsim.sim.engine_choice import run_on_chosen_engine
     from meshsim.workload import FortioLoad, Workload
 
     changed = {**model, "cluster": {**(model.get("cluster") or {}), "wakeup": wakeup}} if wakeup else {

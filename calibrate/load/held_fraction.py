@@ -82,8 +82,8 @@ def _with_fractions(model: Mapping[str, Any], fractions: Mapping[str, float]) ->
 
 
 def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int) -> list[float]:
-    from meshsim.sim.engine import Horizon
-    from meshsim.sim.fast_coverage import run_on_chosen_engine
+    from meshsim.sim.engine.replication_result import Horizon
+    from meshsim.sim.engine_choice import run_on_chosen_engine
 
     means = []
     for run in runs:

@@ -32,7 +32,7 @@ MAX_PASS_FACTOR = 3.0  # a wake-up may cost at most this many times the largest 
 
 
 @dataclass
-class Extra:
+class LoadDependenceFit:
     wakeup: dict[str, Any] | None = None
     cold: ColdWakes | None = None  # cold wakes inside the reference runs' passes (known parts of the decomposition)
     cpu_without_wake: dict[str, tuple[float, str]] = field(default_factory=dict)  # sidecar -> (CPU/request, why)
@@ -41,7 +41,7 @@ class Extra:
 
 
 @dataclass(frozen=True)
-class Point:
+class RatePoint:
     rps: float
     gap_s: float  # idle gap of the worker before the request pass
     arrival_s: float  # 1 / (rate per worker)
@@ -49,7 +49,7 @@ class Point:
     se_s: float  # standard error of value_s
 
 
-def _sigma(points: Sequence[Point], scale: float) -> list[float]:
+def _sigma(points: Sequence[RatePoint], scale: float) -> list[float]:
     """Per-point uncertainty of ``scale x value``: sampling error plus run-to-run spread and resolution."""
     level = RUN_TO_RUN * scale * float(np.mean([abs(p.value_s) for p in points]))
     return [float(np.sqrt((scale * p.se_s) ** 2 + level**2 + ABS_NOISE_S**2)) for p in points]
@@ -129,7 +129,7 @@ def _describe(s: WakeSeries) -> str:
     return f"{s.name} (" + ", ".join(f"{p.rps:g} rps: {p.value_s * 1e3:.3f} ms" for p in s.points) + ")"
 
 
-def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
+def _baseline_wakeup(runs: Sequence[Run], extra: LoadDependenceFit) -> None:
     """The baseline's own load dependence (app and loopback wake-ups), recorded in ``calibration``: from the
     one-connection runs. With more connections firing together (the load ladder's c=16) a request also queues behind
     the others of its burst, which is no wake-up; those runs serve the proxies' CPU fit instead."""
@@ -141,7 +141,7 @@ def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
             "their requests also queue behind the others of a burst")
     if len(base) < 2:
         return
-    pts = [Point(q, idle_gap(q, int(c), int(c), m), arrival_gap(q, int(c), int(c)), m, se)
+    pts = [RatePoint(q, idle_gap(q, int(c), int(c), m), arrival_gap(q, int(c), int(c)), m, se)
            for q, (m, se, c) in sorted(base.items())]
     rates = ", ".join(f"{p.rps:g} rps: {p.value_s * 1e3:.4f} ms" for p in pts)
     fit = fit_wakeup([p.gap_s for p in pts], [p.value_s for p in pts], sigma_s=_sigma(pts, 1.0),
@@ -160,9 +160,9 @@ def _baseline_wakeup(runs: Sequence[Run], extra: Extra) -> None:
         extra.notes.append(f"baseline load dependence ({rates}): {fit.verdict()}: no baseline_wakeup written")
 
 
-def baseline_dependence(usable: Sequence[Run]) -> Extra:
+def baseline_dependence(usable: Sequence[Run]) -> LoadDependenceFit:
     """The baseline's own rate dependence (recorded, not simulated): the first part of the load-dependence study."""
-    extra = Extra()
+    extra = LoadDependenceFit()
     _baseline_wakeup(usable, extra)
     return extra
 
@@ -173,9 +173,9 @@ def wake_runs(usable: Sequence[Run]) -> list[Run]:
 
 
 def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], gaps: Mapping[str, RunGaps],
-            say: Progress, extra: Extra | None = None) -> Extra:
+            say: Progress, extra: LoadDependenceFit | None = None) -> LoadDependenceFit:
     """Wake-ups from runs at several rates; ``gaps``: each run's simulated idle gaps (``wake_gaps``)."""
-    extra = extra or Extra()
+    extra = extra or LoadDependenceFit()
     series = _wake_series(usable, gaps)
     if not series:
         if other:

@@ -66,7 +66,8 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
 def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
                   progress: Progress | None = None) -> dict[str, RunGaps]:
     """Run id -> idle gaps of its proxies' passes, for every run with sidecars that the simulator can replay."""
-    from meshsim.sim.engine import Horizon, run_replication
+    from meshsim.sim.engine.replication_result import Horizon
+    from meshsim.sim.engine.simpy_replication import run_replication
 
     out: dict[str, RunGaps] = {}
     for run in runs:

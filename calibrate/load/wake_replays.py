@@ -22,11 +22,11 @@ WAKE_REPLAYS = 3  # replays of the sidecar runs: with no wake-up first, then wit
 SETTLED = 0.05  # every wake-up parameter moved less than this (relative) since the last replay: settled
 
 
-Assemble = Callable[[load_dependence.Extra, Decomposition], dict[str, Any]]  # a model dict from a fit so far
+Assemble = Callable[[load_dependence.LoadDependenceFit, Decomposition], dict[str, Any]]  # a model dict from a fit so far
 
 
 def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Sequence[Run], usable: Sequence[Run],
-                           ref_runs: Sequence[Run], other_runs: Sequence[Run], extra: load_dependence.Extra,
+                           ref_runs: Sequence[Run], other_runs: Sequence[Run], extra: load_dependence.LoadDependenceFit,
                            fams: Sequence[Family], say: Progress) -> Decomposition:
     """Replay the sidecar runs for their workers' idle gaps, fit the load dependence into ``extra``, and fit the
     passes again with the reference rate's cold wake-ups as known parts.
@@ -35,9 +35,9 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
     fit gave, until the fit settles. At high rates a wake-up's CPU keeps the worker busy for the next pass, so a fit
     made on gaps replayed without it books fewer wakes in `meshsim validate` than it was fitted on, and comes out
     low on the very runs it was fitted from."""
-    fitted: load_dependence.Extra | None = None
+    fitted: load_dependence.LoadDependenceFit | None = None
     for replayed in range(1, WAKE_REPLAYS + 1):
-        model = assemble(replace(fitted, notes=list(fitted.notes)) if fitted else load_dependence.Extra(), decomp)
+        model = assemble(replace(fitted, notes=list(fitted.notes)) if fitted else load_dependence.LoadDependenceFit(), decomp)
         say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps "
             f"({'no wake-up yet' if fitted is None else 'with the wake-up fitted from the last replay'}) ...")
         with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:

@@ -15,7 +15,7 @@ from meshsim.calibrate.measure.fortio_result import FortioResult, read_result
 from meshsim.calibrate.measure.physical_sense import check_physical_sense
 from meshsim.calibrate.measure.quality import Quality, assess, worst
 from meshsim.errors import MeshsimError, ModelError
-from meshsim.runs import RunManifest, read_manifest
+from meshsim.run_folder import RunManifest, read_manifest
 from meshsim.yamlio import input_file_problem
 from meshsim.progress import Progress
 

@@ -22,7 +22,7 @@ import numpy as np
 from meshsim.calibrate.measure.fortio_histogram import bucket_edges
 from meshsim.calibrate.measure.fortio_result import FortioResult
 from meshsim.errors import ModelError
-from meshsim.runs import RunManifest
+from meshsim.run_folder import RunManifest
 
 # Little's law: at saturation the shipped runs (measurements/, 222 runs) reach mean latency x rate = 0.997 x the
 # connections; the mean used is a lower bound (each bucket at its start), so the only slack needed is for the two

@@ -82,7 +82,7 @@ def ramp(lb: str, start: float, end: float, seconds: float) -> PredictOptions:
 
 def _run(options: PredictOptions, settings: StudySettings, progress: Progress | None, **fixed: Any) -> Any:
     """A prediction with the study's settings, ``fixed`` overriding them (a run of fixed length and count)."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     chosen = options.with_changes(**{**settings.predict_settings(), **fixed})
     if progress:

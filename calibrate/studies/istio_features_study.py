@@ -21,7 +21,7 @@ import pandas as pd
 
 from meshsim.factorial_analysis import VALUE, factorial_effects
 from meshsim.progress import Progress
-from meshsim.sim.stats import t_interval
+from meshsim.sim.experiments.stats import t_interval
 
 from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.istio_features_scenarios import (FIT_RPS, Condition, conditions, options_for,

@@ -63,7 +63,7 @@ def _options(mesh: str, rps: float, settings: StudySettings, load: Wrk2Run = BEN
 
 def predict_stage(options: PredictOptions, settings: StudySettings, progress: Progress | None = None) -> Any:
     """One prediction with the study run's settings; a full run is bounded (see TIME_LIMIT_S)."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     chosen = settings.predict_settings()
     if not settings.short:

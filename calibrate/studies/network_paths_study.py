@@ -6,7 +6,7 @@ balancer, the load balancer in front of the Ambassador edge proxy, and the same 
 process: a new TCP connection (and a full TLS handshake) per request, one request at a time.
 
 Scenario: the ``curl-paths`` topology, mesh ``none``, the sequential load with one user, keep-alive off (and TLS for
-test 5). What a new connection costs is counted on principles in the engine (``sim/system.py``): the TCP handshake
+test 5). What a new connection costs is counted on principles in the engine (``sim/engine/system.py``): the TCP handshake
 is one round trip (SYN, SYN/ACK; the ACK travels with the request), the request and its response one more, a TLS
 1.2 full handshake two more (ClientHello -> ServerHello..Done; key exchange, Finished -> Finished). So plain HTTP
 costs 2 client round trips and HTTPS 4.

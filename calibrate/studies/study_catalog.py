@@ -102,7 +102,7 @@ LATENCY_KEYS = {"p50_ms": "p50", "p90_ms": "p90", "p99_ms": "p99", "p999_ms": "p
 
 
 def predicted_latency_ms(prediction: Any, metric: str) -> tuple[float, tuple[float, float] | None]:
-    """A latency metric (``p50_ms``...) of a :class:`meshsim.sim.predict.Prediction` with its 95 % CI, in ms."""
+    """A latency metric (``p50_ms``...) of a :class:`meshsim.sim.experiments.predict.Prediction` with its 95 % CI, in ms."""
     est = prediction.latency[LATENCY_KEYS[metric]]
     ci = (est.lo / MS, est.hi / MS) if math.isfinite(est.lo) and math.isfinite(est.hi) else None
     return est.value / MS, ci
@@ -110,6 +110,6 @@ def predicted_latency_ms(prediction: Any, metric: str) -> tuple[float, tuple[flo
 
 def predict_cell(options: PredictOptions, settings: StudySettings, progress: Progress | None = None) -> Any:
     """One prediction for a study's condition, with the study run's shared settings."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     return predict_options(options.with_changes(**settings.predict_settings()), progress)

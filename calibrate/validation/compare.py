@@ -28,11 +28,10 @@ from meshsim.yamlio import input_file_problem
 
 from meshsim.calibrate.validation.column_accuracy import ColumnAccuracy, ScoredRun, column_accuracy
 from meshsim.calibrate.validation.replay import CannotReplay, replay
+from meshsim.calibrate.validation.validate_options import LATENCY_KEYS, SUMMARY_KEYS, ValidateOptions
 from meshsim.progress import Progress
 
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
-LATENCY_KEYS = ("p50", "p90", "p99", "p999", "max")
-SUMMARY_KEYS = (*LATENCY_KEYS, "rps")
 CDF_POINTS = 400
 
 
@@ -266,42 +265,26 @@ def _model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
     return path, data, str(data.get("name", path.stem))
 
 
-def validate_runs(
-    model: str | Path,
-    run_dirs: Sequence[str | Path],
-    *,
-    topology: str | Path | None = None,
-    include_fit_runs: bool = False,
-    replications: int = 4,
-    sim_duration_s: float = 20.0,
-    seed: int = 1,
-    processes: int | None = None,
-    progress: Progress | None = None,
-) -> Validation:
+def validate_runs(options: ValidateOptions, progress: Progress | None = None) -> Validation:
     """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
     say = progress or (lambda _m: None)
-    if not run_dirs:
-        raise MeshsimError("RUN_DIR: give at least one run folder")
-    if replications < 2:
-        raise FieldError("replications", f"need >= 2 for a confidence interval, got {replications}")
-    if not 0 < sim_duration_s < math.inf:
-        raise FieldError("sim_duration_s", f"must be > 0 seconds and finite, got {sim_duration_s}")
-    model_path, model_data, name = _model(model)
+    topology = options.topology
+    model_path, model_data, name = _model(options.model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
     calibration = model_data.get("calibration") or {}
     # a saturated calibration run was seen by the calibration (a measured capacity), so it is never held-out
     fitted = set(calibration.get("fitted_from") or []) | {
         s.get("run") for s in calibration.get("saturated_runs") or [] if isinstance(s, Mapping)}
-    validation = Validation(str(model_path), name, [], include_fit_runs=include_fit_runs,
-                            settings={"replications": replications, "sim_duration_s": sim_duration_s,
-                                      "seed": seed, "topology": str(topology) if topology else "from manifests"})
-    runs = _load(run_dirs, validation.skipped, say)
+    validation = Validation(str(model_path), name, [], include_fit_runs=options.include_fit_runs,
+                            settings={"replications": options.replications, "sim_duration_s": options.sim_duration_s,
+                                      "seed": options.seed, "topology": str(topology) if topology else "from manifests"})
+    runs = _load(options.run_dirs, validation.skipped, say)
     plans = []
     topology_runs: set[str] = set()
     for run in runs:
         try:
-            plan, base_id = replay(model_data, run, runs, topology=topo, sim_duration_s=sim_duration_s,
-                                   replications=replications, seed=seed, processes=processes)
+            plan, base_id = replay(model_data, run, runs, topology=topo, sim_duration_s=options.sim_duration_s,
+                                   replications=options.replications, seed=options.seed, processes=options.processes)
         except CannotReplay as exc:
             validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
             say(f"skipped {run.id}: {exc}")
@@ -321,7 +304,7 @@ def validate_runs(
 def _compare_one(validation: Validation, run: Run, plan: Any, model_path: Path, fitted: set[str],
                  topology_runs: set[str], counter: str, say: Progress) -> None:
     """Replay one run and append its comparison (or a skip note) to ``validation``."""
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
     say(f"{counter} simulating {run.id} ({role}) ...")
@@ -340,29 +323,6 @@ def _compare_one(validation: Validation, run: Run, plan: Any, model_path: Path, 
 
 
 # -- the gate ------------------------------------------------------------------------------------------------------
-
-def parse_thresholds(text: str) -> dict[str, float]:
-    """``p50=10%,p99=20%,rps=10%`` (or fractions, ``p50=0.1``) -> {key: fraction}."""
-    out: dict[str, float] = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip().lower().replace("p99.9", "p999").replace("saturation", "rps")
-        if not sep or key not in SUMMARY_KEYS:
-            raise FieldError("fail_above", f"expected KEY=N% with KEY in {', '.join(SUMMARY_KEYS)}, got {item!r}")
-        value = value.strip()
-        try:
-            number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
-        except ValueError:
-            raise FieldError("fail_above", f"{key}: not a percentage: {value!r}") from None
-        if not number > 0:
-            raise FieldError("fail_above", f"{key}: must be > 0, got {value!r}")
-        out[key] = number
-    if not out:
-        raise FieldError("fail_above", "no thresholds given (e.g. p50=10%,p99=20%)")
-    return out
-
 
 def gate(validation: Validation, thresholds: Mapping[str, float]) -> list[str]:
     """One message per threshold the worst held-out error exceeds (empty: the gate passes)."""

@@ -10,7 +10,8 @@ from pathlib import Path
 from meshsim.errors import ComponentMissing
 from meshsim.outputs import write_file
 
-from meshsim.calibrate.validation.compare import SUMMARY_KEYS, Validation
+from meshsim.calibrate.validation.compare import Validation
+from meshsim.calibrate.validation.validate_options import SUMMARY_KEYS
 from meshsim.calibrate.validation.text_report import LABELS, summary_line
 
 ROLE_COLOUR = {"held-out": "#1f77b4", "fit": "#7f7f7f", "topology": "#bcbd22"}

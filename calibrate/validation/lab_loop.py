@@ -10,13 +10,14 @@ counted. Everything is real: fortio load, Envoy sidecars, loopback only.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 from pathlib import Path
 
 from meshsim.errors import FieldError, MeshsimError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
+from meshsim.calibrate.validation.validate_options import ValidateOptions
 from meshsim.progress import Progress
 
 
@@ -128,7 +129,8 @@ def validate_lab(
     cal = _calibrate(calibrate_lab, plan, mesh, out, model, say)
     held = measure_held_out(plan, out / "held-out", mesh, say)
     say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
-    validation = validate_runs(model, [*cal.run_dirs, *held], replications=replications, seed=seed, progress=say)
+    validation = validate_runs(ValidateOptions(model, (*cal.run_dirs, *held), replications=replications, seed=seed),
+                               say)
     return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started,
                          tuple(cal.ladder))
 
@@ -139,11 +141,13 @@ def _calibrate(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh:
     shared machine can catch a transient (a descheduled Envoy, a page-cache flush) that no candidate distribution
     reproduces; the refused runs stay on disk next to the new ones, and a second refusal is the answer."""
     from meshsim.calibrate.fit.acceptance import FitRefused
+    from meshsim.calibrate.lab_plan import LabPlan
 
-    kwargs = {"rates": plan.calibration_rates, "payloads": (plan.payload_bytes,),
-              "duration_s": plan.calibration_duration_s, "stages": plan.calibration_stages}
+    lab_plan = LabPlan(mesh, out / "calibration", model, rates=plan.calibration_rates,
+                       payloads=(plan.payload_bytes,), duration_s=plan.calibration_duration_s,
+                       stages=plan.calibration_stages)
     try:
-        return calibrate_lab(mesh, out / "calibration", model, say, **kwargs)
+        return calibrate_lab(lab_plan, say)
     except FitRefused as exc:
         say(f"the fit refused {', '.join(exc.runs)} ({exc.component}); measuring the calibration once more")
-        return calibrate_lab(mesh, out / "calibration-again", model, say, **kwargs)
+        return calibrate_lab(replace(lab_plan, out_dir=out / "calibration-again"), say)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from meshsim.calibrate.validation.column_accuracy import COLUMNS, NAIVE_FORECAST, accuracy_lines
-from meshsim.calibrate.validation.compare import SUMMARY_KEYS, Validation, gate, parse_thresholds, validate_runs
+from meshsim.calibrate.validation.column_accuracy import NAIVE_FORECAST, accuracy_lines
+from meshsim.calibrate.validation.compare import Validation, gate, validate_runs
 from meshsim.calibrate.validation.text_report import LABELS, table, to_json
-from meshsim.errors import FieldError, Interrupted, MeshsimError
+from meshsim.calibrate.validation.validate_options import SUMMARY_KEYS, ReportOptions, ValidateOptions
+from meshsim.errors import Interrupted, MeshsimError
 from meshsim.outputs import OutputError, check_file, check_folder
 from meshsim.progress import Progress
 
@@ -26,46 +27,23 @@ class Outcome:
     output_error: OutputError | None = None
 
 
-def validate(
-    model: str | Path,
-    run_dirs: Sequence[str | Path],
-    *,
-    topology: str | Path | None = None,
-    html: str | Path | None = None,
-    as_json: bool = False,
-    fail_above: str | None = None,
-    include_fit_runs: bool = False,
-    replications: int = 4,
-    sim_duration_s: float = 20.0,
-    seed: int = 1,
-    processes: int | None = None,
-    progress: Progress | None = None,
-    by: str | None = None,
-) -> Outcome:
-    """``by`` (connections, rps or payload) adds the median |error| per column beside the naive forecast (column_accuracy)."""
-    thresholds = parse_thresholds(fail_above) if fail_above is not None else None  # bad flag: fail before work
-    check_column(by)
-    if html is not None:
-        check_file(html, "html")
-    v = validate_runs(model, run_dirs, topology=topology, include_fit_runs=include_fit_runs,
-                      replications=replications, sim_duration_s=sim_duration_s, seed=seed, processes=processes,
-                      progress=progress)
+def validate(options: ValidateOptions, report: ReportOptions = ReportOptions(),
+             progress: Progress | None = None) -> Outcome:
+    """Replay and compare (``validate_runs``), then gate, write and render as ``report`` says."""
+    if report.html is not None:
+        check_file(report.html, "html")  # before minutes of replaying, not after
+    v = validate_runs(options, progress)
     if v.interrupted and not v.comparisons:
         raise Interrupted(f"validate: {v.interrupted}; nothing to report")
     if not v.comparisons:  # exit 0 after skipping every run would read as "validated"
         first = v.skipped[0] if v.skipped else "no runs"
         raise MeshsimError(f"RUN_DIR: no run could be validated ({len(v.skipped)} skipped; first: {first})")
-    return render(v, thresholds, html, as_json, by)
+    return render(v, report)
 
 
-def check_column(by: str | None) -> None:
-    if by is not None and by not in COLUMNS:
-        raise FieldError("by", f"must be one of {', '.join(COLUMNS)}, got {by!r}")
-
-
-def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path | None, as_json: bool,
-           by: str | None = None) -> Outcome:
+def render(v: Validation, report: ReportOptions) -> Outcome:
     """Gate, HTML report and the text to print, for a finished validation."""
+    thresholds, html, as_json, by = report.thresholds(), report.html, report.as_json, report.by
     failures = tuple(gate(v, thresholds)) if thresholds is not None else ()
     written = None
     output_error = None
@@ -93,23 +71,14 @@ def render(v: Validation, thresholds: dict[str, float] | None, html: str | Path 
     return Outcome(v, text, failures, written, output_error=output_error)
 
 
-def validate_lab_report(
-    out_dir: str | Path,
-    plan: str = "full",
-    *,
-    mesh: str = "envoy-lab",
-    html: str | Path | None = None,
-    as_json: bool = False,
-    fail_above: str | None = None,
-    replications: int = 4,
-    progress: Progress | None = None,
-) -> Outcome:
+def validate_lab_report(out_dir: str | Path, plan: str = "full", *, mesh: str = "envoy-lab",
+                        report: ReportOptions = ReportOptions(), replications: int = 4,
+                        progress: Progress | None = None) -> Outcome:
     """``meshsim lab validate``: the lab loop (``validate_lab``), then the same output as ``meshsim validate``."""
     from meshsim.calibrate.validation.lab_loop import validate_lab
 
-    thresholds = parse_thresholds(fail_above) if fail_above is not None else None
     check_folder(out_dir, "out")
-    if html is not None:
-        check_file(html, "html")
+    if report.html is not None:
+        check_file(report.html, "html")
     result = validate_lab(out_dir, plan, mesh=mesh, replications=replications, progress=progress)
-    return replace(render(result.validation, thresholds, html, as_json), lab=result)
+    return replace(render(result.validation, report), lab=result)

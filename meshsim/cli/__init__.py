@@ -3,6 +3,6 @@
 Only this package imports the engine, calibration and the app; the rest of ``meshsim`` is the data model.
 """
 
-from meshsim.cli.dispatch import main
+from meshsim.cli.entry_point import main
 
 __all__ = ["main"]

@@ -34,12 +34,12 @@ def run(args: argparse.Namespace) -> int:
 
         return run_kube_calibrate(args)
     from meshsim.calibrate.lab_calibration import calibrate_lab
-    from meshsim.cli.lab_command import LAB_CALIBRATE_FLAGS, lab_calibrate_kwargs
+    from meshsim.cli.lab_command import LAB_CALIBRATE_FLAGS, lab_plan_of, progress_to_stderr
 
     # the lab's fields (and the library's out and state_dir) are said as calibrate's --lab-* flags
     args.flag_overrides = {**LAB_CALIBRATE_FLAGS, "out": "--lab-out", "state_dir": "--lab-state-dir"}
     mesh = args.mesh or "envoy-lab"
     model_out = args.model_out or Path("models") / "meshes" / f"{mesh}.yaml"
-    result = calibrate_lab(mesh, model_out=model_out, **lab_calibrate_kwargs(args))
+    result = calibrate_lab(lab_plan_of(args, mesh, model_out), progress_to_stderr)
     print_result(str(getattr(result, "summary", result)))
     return 0

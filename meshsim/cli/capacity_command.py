@@ -1,4 +1,4 @@
-"""``meshsim capacity``: parse, call :func:`~meshsim.sim.capacity_search.find_capacity` (or ``find_size``), print."""
+"""``meshsim capacity``: parse, call :func:`~meshsim.sim.experiments.capacity_search.find_capacity` (or ``find_size``), print."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshsim.sim.capacity_search import CapacityInterrupted, find_capacity
-    from meshsim.sim.capacity_sizing import find_size
+    from meshsim.sim.experiments.capacity_search import CapacityInterrupted, find_capacity
+    from meshsim.sim.experiments.capacity_sizing import find_size
 
     slo = parse_slo(args.slo)
     if (args.size is None) != (args.target_rps is None):

@@ -1,7 +1,7 @@
 """`meshsim lab up|probe|down|run`: a local mesh of real fortio apps and Envoy sidecars on 127.0.0.1.
 
 Thin adapter: each handler parses and calls one library function of ``meshsim.calibrate.measure.lab``.
-Also ``add_lab_calibrate_options`` / ``lab_calibrate_kwargs`` for ``meshsim calibrate --lab``.
+Also ``add_lab_calibrate_options`` / ``lab_plan_of`` for ``meshsim calibrate --lab``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ LAB_DIR_DEFAULT = Path(".meshsim-lab")
 OUT_DEFAULT = Path("measurements") / "lab"
 
 
-def _progress(message: str) -> None:
+def progress_to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -157,7 +157,7 @@ def _rates(text: str, flag: str = "--rps") -> list[float]:
 def handle_run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_run
 
-    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=_progress,
+    results = lab_run(_spec(args), [_settings(args, q) for q in _rates(args.rps)], args.out, progress=progress_to_stderr,
                       state_dir=args.state_dir)
     print_result(json.dumps({"runs": [r.summary() for r in results]}) if args.json
                  else "\n".join(str(result.folder) for result in results))
@@ -172,7 +172,7 @@ LAB_CALIBRATE_FLAGS = {"duration_s": "--lab-duration", "rates": "--lab-rates", "
 
 def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
     """Options of `meshsim calibrate --lab` (all prefixed --lab-)."""
-    from meshsim.calibrate.lab_calibration import LADDER_RATES
+    from meshsim.calibrate.lab_plan import LADDER_RATES
     from meshsim.calibrate.measure.lab.spec import DEFAULT_DURATION_S, DEFAULT_PAYLOADS, DEFAULT_RATES
 
     group = parser.add_argument_group("lab calibration (--lab)")
@@ -202,17 +202,18 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
                             "not carry is kept as a measured capacity and adds one rung at 80%% of what it carried")
 
 
-def lab_calibrate_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments for calibrate_lab() from the options above (besides mesh and model_out)."""
+def lab_plan_of(args: argparse.Namespace, mesh: str, model_out: Path) -> Any:
+    """The LabPlan (meshsim/calibrate/lab_plan.py) the options above describe."""
+    from meshsim.calibrate.lab_plan import LabPlan
     from meshsim.errors import MeshsimError
 
     try:
         payloads = [int(p) for p in args.lab_payloads.split(",") if p.strip()]
     except ValueError:
         raise MeshsimError(f"--lab-payloads: expected a comma list of byte counts, got {args.lab_payloads!r}") from None
-    return {"out_dir": args.lab_out, "rates": _rates(args.lab_rates, "--lab-rates"), "payloads": payloads,
-            "duration_s": args.lab_duration, "workers": args.lab_workers, "progress": _progress,
-            "batching_probe": not args.lab_no_batching_probe, "burst_probes": not args.lab_no_burst_probes,
-            "load_ladder": not args.lab_no_load_ladder,
-            "ladder_rates": _rates(args.lab_ladder_rates, "--lab-ladder-rates"),
-            "state_dir": args.lab_state_dir, "resume": bool(getattr(args, "resume", False))}
+    return LabPlan(mesh, args.lab_out, model_out, rates=_rates(args.lab_rates, "--lab-rates"), payloads=payloads,
+                   duration_s=args.lab_duration, workers=args.lab_workers,
+                   batching_probe=not args.lab_no_batching_probe, burst_probes=not args.lab_no_burst_probes,
+                   load_ladder=not args.lab_no_load_ladder,
+                   ladder_rates=_rates(args.lab_ladder_rates, "--lab-ladder-rates"),
+                   state_dir=args.lab_state_dir, resume=bool(getattr(args, "resume", False)))

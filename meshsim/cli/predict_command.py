@@ -135,7 +135,7 @@ def options_of(args: argparse.Namespace) -> PredictOptions:
 
 def run(args: argparse.Namespace) -> int:
     from meshsim.cli.prediction_text import prediction_table
-    from meshsim.sim.predict import predict_options
+    from meshsim.sim.experiments.predict import predict_options
 
     if args.mesh_model is not None:
         args.flag_overrides = {"mesh": "--mesh-model"}

@@ -1,4 +1,4 @@
-"""``meshsim sweep``: parse the grid, call :func:`meshsim.sim.sweep_runs.sweep`, show a progress bar, exit code."""
+"""``meshsim sweep``: parse the grid, call :func:`meshsim.sim.experiments.sweep_runs.sweep`, show a progress bar, exit code."""
 
 from __future__ import annotations
 
@@ -57,12 +57,17 @@ def grid_of(args: argparse.Namespace) -> SweepGrid:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshsim.sim.sweep_runs import sweep
+    from meshsim.cli.sweep_page import check_sweep_page, write_sweep_page
+    from meshsim.sim.experiments.sweep_runs import sweep
 
     args.flag_overrides = {"features": "--vary" if args.vary else "--features"}
+    page = None
+    if args.html:
+        check_sweep_page(args.html)
+        page = lambda table: write_sweep_page(table, args.html)  # noqa: E731
     bar = _ProgressBar(enabled=not args.no_progress)
     try:
-        result = sweep(grid_of(args), args.out, args.html, args.cache, args.scheduler, args.processes, bar,
+        result = sweep(grid_of(args), args.out, page, args.cache, args.scheduler, args.processes, bar,
                        progress=lambda msg: print(f"meshsim sweep: {msg}", file=sys.stderr, flush=True))
     finally:
         bar.close()

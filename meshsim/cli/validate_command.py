@@ -57,15 +57,18 @@ def run_rows(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.validation.validate import validate
+    from meshsim.calibrate.validation.validate_options import ReportOptions, ValidateOptions
 
     if args.rows:
         return run_rows(args)
-    outcome = validate(args.model, args.run_dirs, topology=args.topology, html=args.html, as_json=args.json,
-                       fail_above=args.fail_above, include_fit_runs=args.include_fit_runs,
-                       replications=4 if args.replications is None else args.replications,
-                       sim_duration_s=20.0 if args.sim_duration is None else args.sim_duration,
-                       seed=1 if args.seed is None else args.seed, by=args.by,
-                       progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    # a bad gate or column fails here, before any work
+    report = ReportOptions(html=args.html, as_json=args.json, fail_above=args.fail_above, by=args.by)
+    options = ValidateOptions(args.model, tuple(args.run_dirs), topology=args.topology,
+                              include_fit_runs=args.include_fit_runs,
+                              replications=4 if args.replications is None else args.replications,
+                              sim_duration_s=20.0 if args.sim_duration is None else args.sim_duration,
+                              seed=1 if args.seed is None else args.seed)
+    outcome = validate(options, report, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print_result(outcome.text)
     for line in outcome.failures:
         print(f"meshsim validate: FAILED {line}", file=sys.stderr)
@@ -95,9 +98,10 @@ def register_lab(lab_sub: argparse._SubParsersAction) -> None:  # type: ignore[t
 
 def run_lab(args: argparse.Namespace) -> int:
     from meshsim.calibrate.validation.validate import validate_lab_report
+    from meshsim.calibrate.validation.validate_options import ReportOptions
 
-    outcome = validate_lab_report(args.out, args.plan, mesh=args.mesh, html=args.html, as_json=args.json,
-                                  fail_above=args.fail_above, replications=args.replications,
+    report = ReportOptions(html=args.html, as_json=args.json, fail_above=args.fail_above)
+    outcome = validate_lab_report(args.out, args.plan, mesh=args.mesh, report=report, replications=args.replications,
                                   progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print_result(outcome.text)
     for line in outcome.failures:

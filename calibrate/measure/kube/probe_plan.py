@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from meshsim.errors import FieldError, ModelError
-from meshsim.runs import PATH_MODES
+from meshsim.run_folder import PATH_MODES
 
 from .meshes import MeshProfile
 

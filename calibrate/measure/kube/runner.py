@@ -19,7 +19,7 @@ import yaml
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, ModelError
 from meshsim.outputs import check_folder, print_result
-from meshsim.runs import LoadSettings, RunManifest, Setup, read_manifest, write_run
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, read_manifest, write_run
 
 from . import usage
 from .client import KubeApi
@@ -83,7 +83,7 @@ def _proxy_cpu_limit(pods: list[dict[str, Any]], mesh: MeshProfile) -> float | N
         for c in p["spec"].get("containers", []):
             if c["name"] == mesh.sidecar_container:
                 limit = (c.get("resources") or {}).get("limits", {}).get("cpu")
-                return usage._cpu(str(limit)) if limit else None
+                return usage.cpu_quantity(str(limit)) if limit else None
     return None
 
 

@@ -27,7 +27,8 @@ class Sample:
     error: str = ""
 
 
-def _cpu(q: str) -> float:
+def cpu_quantity(q: str) -> float:
+    """A Kubernetes CPU quantity (``250m``, ``1``, ``5000000n``) in cores."""
     units = {"n": 1e-9, "u": 1e-6, "m": 1e-3}
     return float(q[:-1]) * units[q[-1]] if q and q[-1] in units else float(q)
 
@@ -67,7 +68,7 @@ def sample(api: KubeApi, source: str, namespace: str, pods: Iterable[Mapping[str
                 app = apps.get(item["metadata"]["name"])
                 for c in item.get("containers", []) if app else []:
                     key = component(app, c["name"], mesh)
-                    cpu[key] = cpu.get(key, 0.0) + _cpu(c["usage"]["cpu"])
+                    cpu[key] = cpu.get(key, 0.0) + cpu_quantity(c["usage"]["cpu"])
                     mem[key] = mem.get(key, 0.0) + _bytes(c["usage"]["memory"]) / 2**20
         else:
             for node in nodes:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
-from meshsim.runs import LoadSettings, RunManifest, Setup, write_run
-from meshsim.tools import find_binary
+from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
+from meshsim.calibrate.measure.lab.binaries import find_binary
 
 from meshsim.calibrate.measure.lab.envoy_config import ZIPKIN_FLUSH_MS
 from meshsim.calibrate.measure.lab.ledger import Ledger

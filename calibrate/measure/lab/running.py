@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from meshsim.errors import RunFailed
-from meshsim.tools import find_binary
+from meshsim.calibrate.measure.lab.binaries import find_binary
 
 from meshsim.calibrate.measure.lab.cpulimit import find_cpu_limiter
 from meshsim.calibrate.measure.lab.ledger import Ledger

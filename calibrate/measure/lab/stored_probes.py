@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meshsim.errors import MeshsimError
-from meshsim.runs import MANIFEST, RunManifest, read_manifest
+from meshsim.run_folder import MANIFEST, RunManifest, read_manifest
 
 from meshsim.calibrate.measure.lab.probe import ProbeSettings
 from meshsim.calibrate.measure.lab.spec import LabSpec
