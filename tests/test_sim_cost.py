@@ -137,9 +137,10 @@ def test_max_events_raises_the_budget(capsys) -> None:
 
 
 def test_time_limit_stops_adding_replications_with_a_warning(capsys) -> None:
-    # 160 replications of 20,000 requests take seconds on either engine (160 of 2000 took less than the limit on the
-    # compiled engine once its replications reused their setup)
-    args = ["--topology", "single", "--mesh", "none", "--rps", "2000", "--duration", "10", "--precision", "0.0001",
+    # the first batch (4 replications of 120,000 requests: ~0.9 s on an idle machine) always runs and ends past the
+    # 0.5 s limit, so the search begins past it too; with 20,000 requests a busy machine could stop adding
+    # replications early (the next batch would not fit) and finish the search inside the limit
+    args = ["--topology", "single", "--mesh", "none", "--rps", "2000", "--duration", "60", "--precision", "0.0001",
             "--processes", "1", "--json", "--time-limit", "0.5"]
     code, out, _ = predict_cli(capsys, *args)
     result = __import__("json").loads(out)
