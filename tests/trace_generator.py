@@ -2,7 +2,7 @@
 
 Each service spends a lognormal own time, split before and after its calls; calls go out in stages (a stage of
 several callees runs them at once); a ``choose`` stage calls one of its callees at random. Every call has a client
-span on the caller and a server span on the callee, a one-way network delay apart; optional Envoy sidecar spans
+span on the caller and a server span on the callee, a random one-way network delay apart; optional Envoy sidecar spans
 (outbound on the caller, inbound on the callee) sit between them.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-HOP_S = 0.0002  # one-way network delay of every call
+HOP_S, HOP_SIGMA = 0.0002, 0.3  # one-way network delay of a call: lognormal median and sigma
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,16 @@ def _serve(graph: dict[str, GenService], trace: _Trace, name: str, parent: str, 
 
 
 def _call(graph: dict[str, GenService], trace: _Trace, caller: str, callee: str, parent: str, start: float) -> float:
+    hop = float(trace.rng.lognormal(np.log(HOP_S), HOP_SIGMA))
     client = trace.span(caller, "client", parent, start, 0.0, {})
     opened, below = [client], client
     if trace.sidecars:  # Envoy: outbound on the caller's pod, inbound on the callee's
         outbound = trace.span(f"{caller}.default", "client", client, start, 0.0, {"component": "proxy"})
-        below = trace.span(f"{callee}.default", "server", outbound, start + HOP_S, 0.0,
+        below = trace.span(f"{callee}.default", "server", outbound, start + hop, 0.0,
                            {"component": "proxy", "upstream_cluster": f"inbound|9080||{callee}"})
         opened += [outbound, below]
-    served = _serve(graph, trace, callee, below, start + HOP_S)
-    end = served + HOP_S
+    served = _serve(graph, trace, callee, below, start + hop)
+    end = served + hop
     for span_id, stop in zip(opened, (end, end, served)):
         trace.spans[int(span_id, 16) - 1]["end"] = stop
     return end

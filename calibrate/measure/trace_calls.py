@@ -101,6 +101,8 @@ class TraceSet:
 def _broken(spans: list[Span]) -> str:
     """Why a trace cannot be used as it is ('' when it can)."""
     ids = Counter(s.span_id for s in spans)
+    if "" in ids:
+        return "spans without an id"
     if any(n > 1 for n in ids.values()):
         return "duplicate span ids"
     if any(s.end < s.start for s in spans):
@@ -118,7 +120,7 @@ def _reached(root: Span, spans: list[Span]) -> int:
     for s in spans:
         kids[s.parent_id].append(s)
     count, stack = 0, [root]
-    while stack:
+    while stack and count <= len(spans):  # a span that is its own parent would otherwise loop
         count += 1
         stack.extend(kids.get(stack.pop().span_id, ()))
     return count
@@ -135,13 +137,23 @@ class _TraceTree:
         kids: dict[str, list[Span]] = defaultdict(list)
         for s in spans:
             kids[s.parent_id].append(s)
-        self.root = kids[""][0]
         self.kids: dict[str, list[Span]] = {}
         self.proxy: Counter[str] = Counter()
+        self.root = self._app_root(kids[""][0], kids)
         self.gaps: list[float] = []
         self.clipped = 0
         self.built: dict[str, Invocation] = {}
         self._splice(kids)
+
+    def _app_root(self, root: Span, kids: Mapping[str, list[Span]]) -> Span:
+        """The root, or the app span below a root sidecar span (the edge proxy that started the trace)."""
+        while root.sidecar:
+            self.proxy["inbound" if root.kind == "server" else "outbound"] += 1
+            below = kids.get(root.span_id, [])
+            if _stands_in(root, below) or len(below) != 1:
+                return replace(root, service=root.fronts)
+            root = below[0]
+        return root
 
     def _splice(self, kids: Mapping[str, list[Span]]) -> None:
         """Each kept span's children, sidecar spans replaced by theirs (or by themselves, standing in for an app)."""

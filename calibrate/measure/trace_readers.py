@@ -41,10 +41,21 @@ def _need(item: Any, key: str, where: str) -> Any:
     return item[key]
 
 
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ModelError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _optional(value: Any) -> Mapping[str, Any]:
+    """An optional mapping (tags, endpoints): anything else counts as absent."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _number(value: Any, where: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ModelError(f"{where}: not a number: {value!r}") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise ModelError(f"{where}: not a finite number: {value!r}")
@@ -74,14 +85,16 @@ def _otlp_tags(attributes: Any) -> dict[str, object]:
 def _otlp_spans(document: Any, path: str, where: str) -> list[Span]:
     spans = []
     for r, resource in enumerate(_list(_need(document, "resourceSpans", where), f"{where} resourceSpans")):
-        tags = _otlp_tags((resource.get("resource") or {}).get("attributes") if isinstance(resource, Mapping) else None)
-        service = str(tags.get("service.name") or "")
         here = f"{where} resourceSpans[{r}]"
+        resource = _mapping(resource, here)
+        tags = _otlp_tags(_optional(resource.get("resource")).get("attributes"))
+        service = str(tags.get("service.name") or "")
         scopes = resource.get("scopeSpans", resource.get("instrumentationLibrarySpans", []))
         for s, scope in enumerate(_list(scopes, f"{here} scopeSpans")):
             for i, raw in enumerate(_list(_need(scope, "spans", f"{here} scopeSpans[{s}]"), f"{here} spans")):
                 at = f"{here} scopeSpans[{s}] spans[{i}]"
-                span_tags = {**tags, **_otlp_tags(raw.get("attributes") if isinstance(raw, Mapping) else None)}
+                raw = _mapping(raw, at)
+                span_tags = {**tags, **_otlp_tags(raw.get("attributes"))}
                 times = (_number(_need(raw, "startTimeUnixNano", at), at) * NS,
                          _number(_need(raw, "endTimeUnixNano", at), at) * NS)
                 ids = (_need(raw, "traceId", at), _need(raw, "spanId", at), raw.get("parentSpanId"))
@@ -120,7 +133,8 @@ def _jaeger_tags(tags: Any) -> dict[str, object]:
 
 
 def _jaeger_parent(raw: Mapping[str, Any]) -> object:
-    for ref in raw.get("references") or []:
+    refs = raw.get("references")
+    for ref in refs if isinstance(refs, list) else []:
         if isinstance(ref, Mapping) and ref.get("refType", "CHILD_OF") in ("CHILD_OF", "FOLLOWS_FROM"):
             return ref.get("spanID")
     return raw.get("parentSpanID")
@@ -131,6 +145,7 @@ def _jaeger_trace(trace: Any, path: str, where: str) -> list[Span]:
     spans = []
     for i, raw in enumerate(_list(_need(trace, "spans", where), f"{where} spans")):
         at = f"{where} spans[{i}]"
+        raw = _mapping(raw, at)
         process = processes.get(_need(raw, "processID", at)) if isinstance(processes, Mapping) else None
         if not isinstance(process, Mapping):
             raise ModelError(f"{at}: processID {raw.get('processID')!r} not in the trace's processes")
@@ -155,8 +170,8 @@ def read_jaeger(document: Any, path: str) -> TraceFile:
 def _zipkin_span(raw: Any, path: str, at: str) -> Span:
     start = _number(_need(raw, "timestamp", at), at)  # microseconds: summed before scaling, so that equal
     times = (start * US, (start + _number(_need(raw, "duration", at), at)) * US)  # instants stay equal floats
-    tags = raw.get("tags") if isinstance(raw.get("tags"), Mapping) else {}
-    service = str((raw.get("localEndpoint") or {}).get("serviceName") or "unknown")
+    tags = _optional(raw.get("tags"))
+    service = str(_optional(raw.get("localEndpoint")).get("serviceName") or "unknown")
     ids = (_need(raw, "traceId", at), _need(raw, "id", at), raw.get("parentId"))
     return make_span(path, ids, service, str(raw.get("name", "")), raw.get("kind"), times, tags)
 
