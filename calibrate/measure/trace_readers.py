@@ -146,7 +146,7 @@ def _jaeger_trace(trace: Any, path: str, where: str) -> list[Span]:
     for i, raw in enumerate(_list(_need(trace, "spans", where), f"{where} spans")):
         at = f"{where} spans[{i}]"
         raw = _mapping(raw, at)
-        process = processes.get(_need(raw, "processID", at)) if isinstance(processes, Mapping) else None
+        process = _optional(processes).get(str(_need(raw, "processID", at)))
         if not isinstance(process, Mapping):
             raise ModelError(f"{at}: processID {raw.get('processID')!r} not in the trace's processes")
         tags = {**_jaeger_tags(process.get("tags")), **_jaeger_tags(raw.get("tags"))}
