@@ -22,7 +22,7 @@ import yaml
 from meshsim.calibrate.fit.acceptance import FitRefused
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.mle import fit_best
-from meshsim.calibrate.fit.model_file import _round
+from meshsim.calibrate.fit.model_file import four_digits
 from meshsim.calibrate.fit.observations import from_samples
 from meshsim.calibrate.measure.trace_calls import Invocation, TraceSet, trace_set
 from meshsim.calibrate.measure.trace_patterns import CallPattern, call_pattern
@@ -95,7 +95,7 @@ def _fitted_spec(samples: np.ndarray, what: str, component: str, families: Seque
             f"{component}: no family fits ({exc.message.partition('(')[2].rstrip(')').split(';')[0]}...): " \
             f"written as {EMPIRICAL_POINTS} quantiles"
     source = f"{what}; maximum likelihood, best of {len(families)} families by AIC"
-    return _round(spec_with_meta(best.distribution, source=source, fit=best.summary())), ""
+    return four_digits(spec_with_meta(best.distribution, source=source, fit=best.summary())), ""
 
 
 def _own_time_spec(service: str, invocations: Sequence[Invocation], where: str,
