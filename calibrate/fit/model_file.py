@@ -22,14 +22,14 @@ SHARED_DISPATCH = ("linkerd2-proxy", "traefik")
 _EXACT = ("weight", "aic", "loglik", "chi2")
 
 
-def _round(value: Any) -> Any:
+def four_digits(value: Any) -> Any:
     """Four significant digits are plenty for fitted parameters and keep the file readable."""
     if isinstance(value, float):
         return float(f"{value:.4g}")
     if isinstance(value, dict):  # weights must sum to 1; AIC-like figures are compared by difference
-        return {k: (v if k in _EXACT else _round(v)) for k, v in value.items()}
+        return {k: (v if k in _EXACT else four_digits(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_round(v) for v in value]
+        return [four_digits(v) for v in value]
     return value
 
 
@@ -64,13 +64,13 @@ def build_model(
         "version": version,
         "description": description,
         "sources": dict(sources),
-        "proxy": _round(dict(proxy)) if proxy else None,
+        "proxy": four_digits(dict(proxy)) if proxy else None,
     }
     if features:
-        model["features"] = _round({k: dict(v) for k, v in features.items()})
+        model["features"] = four_digits({k: dict(v) for k, v in features.items()})
     if load_balancer:
-        model["load_balancer"] = _round(dict(load_balancer))
-    model["calibration"] = _round(dict(calibration))
+        model["load_balancer"] = four_digits(dict(load_balancer))
+    model["calibration"] = four_digits(dict(calibration))
     return model
 
 

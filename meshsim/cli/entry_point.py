@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "meshsim.cli.lab_command": ("lab", "lab"),
     "meshsim.cli.calibrate_command": ("calibrate", "lab,kube"),
     "meshsim.cli.validate_command": ("validate", "fit"),
+    "meshsim.cli.topology_command": ("topology", ""),
     "meshsim.cli.dash_command": ("dash", "dash"),
 }
 

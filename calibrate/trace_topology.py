@@ -1,0 +1,195 @@
+"""Traces to a topology: ``meshsim topology from-traces FILE... --out topo.yaml``.
+
+Reads the exports (:mod:`meshsim.calibrate.measure.trace_readers`), builds the invocation trees
+(:mod:`~meshsim.calibrate.measure.trace_calls`) and each service's call pattern
+(:mod:`~meshsim.calibrate.measure.trace_patterns`), fits every service's own time with the project's
+maximum-likelihood fit (:func:`meshsim.calibrate.fit.mle.fit_best`, chosen by AIC, refused when no family fits) and
+writes a ``meshsim/topology/v1`` file whose every number names the trace files and the span counts it came from.
+The file is parsed with the simulator's own loader before it is written.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+
+from meshsim.calibrate.fit.acceptance import FitRefused
+from meshsim.calibrate.fit.families import Family, candidates
+from meshsim.calibrate.fit.mle import fit_best
+from meshsim.calibrate.fit.model_file import four_digits
+from meshsim.calibrate.fit.observations import from_samples
+from meshsim.calibrate.measure.trace_calls import Invocation, TraceSet, trace_set
+from meshsim.calibrate.measure.trace_patterns import CallPattern, call_pattern
+from meshsim.calibrate.measure.trace_readers import TraceFile, read_trace_file
+from meshsim.distribution_spec import spec_with_meta
+from meshsim.errors import ModelError
+from meshsim.outputs import write_file
+from meshsim.topology import Call, Service, callees_first, topology_from_data
+
+MIN_FIT_SAMPLES = 30  # fewer own times than this are written as they are (an empirical distribution), not fitted
+EMPIRICAL_POINTS = 200  # quantiles written when no family fits
+RESOLUTION_S = 0.5e-6  # own times of 0 (below the exporters' microsecond resolution) count as half a microsecond
+ASSUMED_NETWORK = {  # used only when the traces hold too few client/server pairs to measure the hop
+    "loopback": {"family": "lognormal", "median_ms": 0.015, "sigma": 0.3},
+    "same_node": {"family": "lognormal", "median_ms": 0.04, "sigma": 0.3},
+    "cross_node": {"family": "lognormal", "median_ms": 0.08, "sigma": 0.3},
+}
+
+
+@dataclass(frozen=True)
+class DerivedTopology:
+    """The written topology's data and what the traces said on the way (repairs, proxies, the entry rate)."""
+
+    data: dict[str, Any]
+    files: tuple[TraceFile, ...]
+    traces: TraceSet
+    patterns: tuple[CallPattern, ...]
+    entry_rps: float | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        t = self.traces
+        lines = [f"{len(self.files)} file(s): " + ", ".join(f"{f.path} ({f.format}, {len(f.spans)} spans)"
+                                                            for f in self.files),
+                 f"{len(t.roots)} traces used, entry {self.data['entry']}, {len(self.patterns)} services"]
+        for p in self.patterns:
+            calls = ", ".join(f"{k} x{v:.3g}" for k, v in p.calls_per_request().items()) or "no calls"
+            lines.append(f"  {p.service}: {p.invocations} invocations; calls per invocation: {calls}")
+        if t.proxy_spans:
+            passes = ", ".join(f"{n} {side}" for side, n in sorted(t.proxy_spans.items()))
+            lines.append(f"sidecar spans counted as proxy passes, not services: {passes} "
+                         f"({sum(t.proxy_spans.values()) / max(len(t.roots), 1):.3g} per trace)")
+        lines += [f"repaired: {r}" for r in [*(r for f in self.files for r in f.repairs), *t.repairs()]]
+        lines += [f"note: {n}" for n in self.notes]
+        if self.entry_rps:
+            lines.append(f"entry rate seen in the traces: {self.entry_rps:.4g} rps "
+                         f"(meshsim predict --topology FILE --rps {self.entry_rps:.4g})")
+        return "\n".join(lines)
+
+
+def _where(files: Sequence[TraceFile]) -> str:
+    return "traces " + ", ".join(f.path for f in files)
+
+
+def _fitted_spec(samples: np.ndarray, what: str, component: str, families: Sequence[Family]) -> tuple[dict[str, Any], str]:
+    """The samples (seconds) as a fitted distribution spec; when no family fits, their quantiles, said in a note."""
+    if len(samples) < MIN_FIT_SAMPLES:
+        return {"family": "empirical", "values_ms": [float(f"{v * 1e3:.4g}") for v in samples],
+                "source": f"{what}; fewer than {MIN_FIT_SAMPLES}: written as measured, not fitted"}, ""
+    low, high = np.quantile(samples, (0.05, 0.95))
+    if high <= low * 1.01:  # a constant (a fixed hop): no family has a spread that small, nor needs one
+        return {"family": "deterministic", "value_ms": float(f"{np.median(samples) * 1e3:.4g}"),
+                "source": f"{what}; 90 % of them within 1 %: written as their median"}, ""
+    try:
+        best, _ = fit_best(from_samples(samples, component), families, component=component)
+    except FitRefused as exc:
+        values = np.quantile(samples, (np.arange(EMPIRICAL_POINTS) + 0.5) / EMPIRICAL_POINTS)
+        return {"family": "empirical", "values_ms": [float(f"{v * 1e3:.4g}") for v in values],
+                "source": f"{what}; no family fits, written as {EMPIRICAL_POINTS} quantiles"}, \
+            f"{component}: no family fits ({exc.message.partition('(')[2].rstrip(')').split(';')[0]}...): " \
+            f"written as {EMPIRICAL_POINTS} quantiles"
+    source = f"{what}; maximum likelihood, best of {len(families)} families by AIC"
+    return four_digits(spec_with_meta(best.distribution, source=source, fit=best.summary())), ""
+
+
+def _own_time_spec(service: str, invocations: Sequence[Invocation], where: str,
+                   families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
+    own = np.array([inv.own_time() for inv in invocations])
+    zeros = int(np.sum(own <= 0))
+    what = f"own time (span minus its calls) of {len(own)} {service} spans, {where}"
+    spec, note = _fitted_spec(np.maximum(own, RESOLUTION_S), what, service, families)
+    notes = [f"{service}: {zeros} own times of 0 counted as {RESOLUTION_S * 1e6:g} us"] if zeros else []
+    return spec, notes + ([note] if note else [])
+
+
+def _median_bytes(values: Sequence[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return int(statistics.median(present)) if present else None
+
+
+def _service_data(pattern: CallPattern, invocations: Sequence[Invocation], where: str,
+                  families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
+    compute, notes = _own_time_spec(pattern.service, invocations, where, families)
+    data: dict[str, Any] = {"replicas": 1, "cores": 1}
+    sizes = []
+    for key in ("request_bytes", "response_bytes"):
+        value = _median_bytes([getattr(inv, key) for inv in invocations])
+        if value is not None:
+            data[key] = value
+            sizes.append(f"{key} the median of the {sum(getattr(i, key) is not None for i in invocations)} spans "
+                         "carrying it")
+    data["handler"] = [{"compute": compute}, *pattern.steps]
+    data["source"] = (f"{where}: {pattern.invocations} {pattern.service} invocations; "
+                      + "; ".join(sizes + ["replicas and cores are not in traces: 1 each, set them from the "
+                                           "deployment"]))
+    return data, notes
+
+
+def _network(traces: TraceSet, where: str, families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
+    gaps = np.array([g for g in traces.network_gaps if g > 0])
+    network: dict[str, Any] = {k: dict(v) for k, v in ASSUMED_NETWORK.items()}
+    source = "assumption: loopback and same-node hops as in the shipped topologies; bandwidth 10 Gbit/s"
+    if len(gaps) < MIN_FIT_SAMPLES:
+        return {**network, "bandwidth_gbps": 10, "source": source + f"; cross_node too (only {len(gaps)} "
+                "client/server span pairs in the traces)"}, []
+    what = f"{where}: half of (client span - server span) of {len(gaps)} calls"
+    network["cross_node"], note = _fitted_spec(gaps, what, "network hop", families)
+    return {**network, "bandwidth_gbps": 10, "source": source}, [note] if note else []
+
+
+def _entry_rate(roots: Sequence[Invocation]) -> float | None:
+    starts = sorted(r.start for r in roots)
+    return (len(starts) - 1) / (starts[-1] - starts[0]) if len(starts) > 1 and starts[-1] > starts[0] else None
+
+
+def _check_acyclic(patterns: Sequence[CallPattern], where: str) -> None:
+    services = {p.service: Service(p.service, tuple(Call(c) for c, _ in p.edges)) for p in patterns}
+    callees_first(services, where)  # a ModelError naming the cycle
+
+
+def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[Family] | None = None) -> DerivedTopology:
+    """Read the trace files and derive the topology (nothing written); ``families``: the candidates fitted."""
+    families = tuple(families or candidates(mixtures=False))
+    files = tuple(read_trace_file(p) for p in paths)
+    where = _where(files)
+    traces = trace_set(s for f in files for s in f.spans)
+    if not traces.roots:
+        why = "; ".join(traces.repairs()) or "no spans"
+        raise ModelError(f"{where}: no usable trace ({why})")
+    by_service: dict[str, list[Invocation]] = defaultdict(list)
+    for inv in traces.invocations():
+        by_service[inv.service].append(inv)
+    patterns = tuple(call_pattern(s, invs, where) for s, invs in sorted(by_service.items()))
+    _check_acyclic(patterns, where)
+    entries = Counter(r.service for r in traces.roots)
+    entry, entry_count = entries.most_common(1)[0]
+    notes = [n for p in patterns for n in p.deviations()]
+    if entry_count < len(traces.roots):
+        notes.append(f"{len(traces.roots) - entry_count} of {len(traces.roots)} traces start at another service "
+                     f"than {entry} (their services are modelled, the entry is {entry})")
+    services = {}
+    for p in patterns:
+        services[p.service], service_notes = _service_data(p, by_service[p.service], where, families)
+        notes += service_notes
+    network, network_notes = _network(traces, where, families)
+    rate = _entry_rate([r for r in traces.roots if r.service == entry])
+    data = {"schema": "meshsim/topology/v1", "name": name,
+            "description": f"derived by meshsim topology from-traces from {len(traces.roots)} traces",
+            "source": f"{where} ({traces.spans} spans, {len(traces.roots)} traces used)",
+            "entry": entry, "network": network, "services": services}
+    if rate:
+        data["note"] = (f"entry rate seen in the traces: {rate:.4g} rps ({entry_count} traces rooted at {entry} "
+                        f"between the first and the last, {where})")
+    topology_from_data(data, where)  # the simulator's own check, before anything is written
+    return DerivedTopology(data, files, traces, patterns, rate, tuple(notes + network_notes))
+
+
+def write_topology(derived: DerivedTopology, out: str | Path) -> Path:
+    text = yaml.safe_dump(derived.data, sort_keys=False, allow_unicode=True, width=110)
+    return write_file(Path(out), text, "out", parents=True)
