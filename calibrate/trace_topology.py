@@ -80,17 +80,17 @@ def _where(files: Sequence[TraceFile]) -> str:
 def _fitted_spec(samples: np.ndarray, what: str, component: str, families: Sequence[Family]) -> tuple[dict[str, Any], str]:
     """The samples (seconds) as a fitted distribution spec; when no family fits, their quantiles, said in a note."""
     if len(samples) < MIN_FIT_SAMPLES:
-        return {"family": "empirical", "values_ms": [float(f"{v * 1e3:.4g}") for v in samples],
+        return {"family": "empirical", "values_ms": four_digits([v * 1e3 for v in samples]),
                 "source": f"{what}; fewer than {MIN_FIT_SAMPLES}: written as measured, not fitted"}, ""
     low, high = np.quantile(samples, (0.05, 0.95))
     if high <= low * 1.01:  # a constant (a fixed hop): no family has a spread that small, nor needs one
-        return {"family": "deterministic", "value_ms": float(f"{np.median(samples) * 1e3:.4g}"),
+        return {"family": "deterministic", "value_ms": four_digits(np.median(samples) * 1e3),
                 "source": f"{what}; 90 % of them within 1 %: written as their median"}, ""
     try:
         best, _ = fit_best(from_samples(samples, component), families, component=component)
     except FitRefused as exc:
         values = np.quantile(samples, (np.arange(EMPIRICAL_POINTS) + 0.5) / EMPIRICAL_POINTS)
-        return {"family": "empirical", "values_ms": [float(f"{v * 1e3:.4g}") for v in values],
+        return {"family": "empirical", "values_ms": four_digits([v * 1e3 for v in values]),
                 "source": f"{what}; no family fits, written as {EMPIRICAL_POINTS} quantiles"}, \
             f"{component}: no family fits ({exc.message.partition('(')[2].rstrip(')').split(';')[0]}...): " \
             f"written as {EMPIRICAL_POINTS} quantiles"
