@@ -132,10 +132,14 @@ class Handshake:
 
 @dataclass(frozen=True)
 class Collector:
-    """A station receiving exported spans; its saturation backs up nothing but shows in CPU."""
+    """A station receiving exported spans; its saturation backs up nothing but shows in CPU.
+
+    ``node``: the topology node it runs on, whose cores it then shares (the lab runs it beside the sidecars);
+    None, or a node the topology does not declare, gives it cores of its own."""
 
     workers: int
     service: Distribution
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -288,8 +292,11 @@ def _feature(name: str, s: Section) -> Feature:
     collector = None
     cs = s.section("collector", required=False)
     if cs is not None:
-        cs.reject_unknown(("workers", "service", *_META))
-        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"))
+        cs.reject_unknown(("workers", "service", "node", *_META))
+        node = cs.get("node")
+        if node is not None and (not isinstance(node, str) or not node):
+            raise ModelError(f"{cs.key('node')}: expected a node name, got {node!r}")
+        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"), node)
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")

@@ -190,6 +190,9 @@ class System:
             if p is not None:
                 station.node = self.node_cpu.get(p.node)
         self.client_cpu = self.node_cpu.get(topo.client.node)
+        for f in self.features:
+            if f.collector is not None and f.collector.node is not None:
+                self.collectors[f.name].node = self.node_cpu.get(f.collector.node)
 
     # -- wiring helpers ------------------------------------------------------------------------------------------
 

@@ -1,0 +1,171 @@
+"""What a feature costs beyond its latency: a sidecar's CPU after the response, and the span collector's CPU.
+
+A feature's latency increment per pass is fitted from end-to-end latencies, and the simulator books the held part
+of it as CPU. Tracing does most of its work where no latency shows it: Envoy finishes and serialises a span after
+the response has left, batches spans and posts them to a collector, which parses them on the same host in the
+lab. In the lab's Envoy runs with tracing each sidecar burned about three times the CPU per request of a plain one
+at the same rate while the latency rose by a few per cent, and the collector burned about as much as one sidecar's
+plain cost: a model that books only the latency increment carries a traced chain at almost twice the rate the lab
+carries it.
+
+Both come from the runs' CPU clocks, compared run by run with the plain runs of the same setup (same path, rate,
+connections and payload), so that the wake-up cost of a low rate is in both and cancels:
+- ``features.F.post_response``: each sidecar's CPU per request beyond the plain runs' and beyond what the feature's
+  held increment already books (two passes per request), as work after the side's last pass. Only its mean is
+  identified by CPU readings, so it is a constant.
+- ``features.F.collector``: the collector's CPU per request over the spans each request makes (one per sidecar it
+  passes), on the node the lab runs every process on.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from meshsim.calibrate.fit.decomposition import Decomposition
+from meshsim.calibrate.measure.dataset import Run
+
+# a sidecar's cpu_seconds key -> the side its passes are on
+SIDECAR_SIDES = {"server/sidecar": "inbound", "client/sidecar": "outbound"}
+COLLECTOR_KEY = "collector"
+PATH = "both-sidecars"
+SPANS_PER_REQUEST = 2  # both sidecars report one span each per request on the single topology's path
+COLLECTOR_WORKERS = 1  # the lab's collector is one Python process: its interpreter lock serves one post at a time
+LAB_NODE = "host"  # meshsim.topology.Topology.on_one_host puts every lab process on this node
+RATE_MATCH = 0.02  # runs whose achieved rates differ by less than this share are at the same rate
+POST_FLOOR_S = 1e-6  # below a microsecond per request is rounding, not work
+
+
+@dataclass(frozen=True)
+class MatchedCpu:
+    """CPU per request of one process in a feature's runs and in the plain runs of the same setups."""
+
+    key: str
+    with_feature_s: list[float]
+    plain_s: list[float]
+    runs: list[str]
+
+    @property
+    def extra_s(self) -> float:
+        return float(np.mean(self.with_feature_s) - np.mean(self.plain_s)) if self.plain_s else float(
+            np.mean(self.with_feature_s))
+
+
+def cpu_per_request(run: Run, key: str) -> float | None:
+    """CPU seconds per completed request of process ``key`` over the run's window, None without a reading."""
+    seconds = run.manifest.cpu_seconds.get(key)
+    duration = run.manifest.load.duration_s or run.result.duration_s
+    requests = run.result.actual_rps * duration if duration else 0.0
+    if seconds is None or not requests > 0 or not np.isfinite(requests):
+        return None
+    return seconds / requests
+
+
+def _setup(run: Run) -> tuple[int, int]:
+    return run.manifest.setup.payload_bytes, run.manifest.load.connections
+
+
+def _plain_twins(run: Run, plain: Sequence[Run]) -> list[Run]:
+    """The plain runs of ``run``'s setup at its rate."""
+    rate = run.result.actual_rps
+    return [p for p in plain if _setup(p) == _setup(run)
+            and abs(p.result.actual_rps - rate) <= RATE_MATCH * max(rate, 1.0)]
+
+
+def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
+    """Per process key: the feature's runs' CPU per request beside their plain twins' (both-sidecars path)."""
+    on_path = [r for r in runs if r.manifest.setup.path == PATH]
+    plain = [r for r in on_path if not r.features]
+    found: dict[str, MatchedCpu] = {}
+    pairs: dict[str, tuple[list[float], list[float], list[str]]] = defaultdict(lambda: ([], [], []))
+    for run in (r for r in on_path if r.features == frozenset({feature})):
+        twins = _plain_twins(run, plain)
+        for key in (*SIDECAR_SIDES, COLLECTOR_KEY):
+            own = cpu_per_request(run, key)
+            base = [c for c in (cpu_per_request(t, key) for t in twins) if c is not None]
+            if own is None or (key != COLLECTOR_KEY and not base):
+                continue
+            with_f, plain_s, ids = pairs[key]
+            with_f.append(own)
+            plain_s.extend(base if key != COLLECTOR_KEY else [0.0])
+            ids.append(run.id)
+    for key, (with_f, plain_s, ids) in pairs.items():
+        found[key] = MatchedCpu(key, with_f, plain_s, ids)
+    return found
+
+
+def feature_increments(decomp: Decomposition) -> dict[str, dict[str, float]]:
+    """Each fitted feature's mean latency increment per pass (seconds) on each sidecar side."""
+    out: dict[str, dict[str, float]] = {}
+    for name, comp in decomp.components.items():
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] == "feature":
+            mean = float(comp.best.distribution.mean)
+            sides = ("inbound", "outbound") if parts[2] == "pass" else (parts[2],)
+            out.setdefault(parts[1], {}).update({side: mean for side in sides})
+    return out
+
+
+def _held(proxy: Mapping[str, Any], side: str) -> float:
+    own = (proxy.get("sides") or {}).get(side) or {}
+    return float(own.get("cpu_fraction", proxy.get("cpu_fraction", 1.0)))
+
+
+def post_response(feature: str, matched: Mapping[str, MatchedCpu], increment: Mapping[str, float],
+                  proxy: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The feature's work after each side's last pass (seconds per request and sidecar) and where it came from."""
+    parts, said = [], []
+    for key, side in SIDECAR_SIDES.items():
+        m = matched.get(key)
+        if m is None:
+            continue
+        booked = 2.0 * _held(proxy, side) * increment.get(side, 0.0)
+        parts.append(m.extra_s - booked)
+        said.append(f"{key}: {np.mean(m.with_feature_s) * 1e3:.4g} ms CPU per request with {feature} against "
+                    f"{np.mean(m.plain_s) * 1e3:.4g} ms plain, of which its held increment books {booked * 1e3:.4g} ms")
+    if not parts:
+        return None
+    post = float(np.mean(parts))
+    runs = sorted({r for key in SIDECAR_SIDES if key in matched for r in matched[key].runs})
+    return post, f"{'; '.join(said)} (runs {', '.join(runs)} and their plain twins at the same rate)"
+
+
+def collector(matched: Mapping[str, MatchedCpu]) -> tuple[float, str] | None:
+    """The collector's CPU per span and where it came from."""
+    m = matched.get(COLLECTOR_KEY)
+    if m is None:
+        return None
+    per_span = float(np.mean(m.with_feature_s)) / SPANS_PER_REQUEST
+    return per_span, (f"the collector's CPU per request {np.mean(m.with_feature_s) * 1e3:.4g} ms over "
+                      f"{SPANS_PER_REQUEST} spans per request (runs {', '.join(sorted(m.runs))})")
+
+
+def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
+                      increments: Mapping[str, Mapping[str, float]], runs: Sequence[Run], notes: list[str]) -> None:
+    """Add ``post_response`` and ``collector`` to each fitted feature whose runs show the CPU (see the module).
+    ``increments``: per feature, its mean latency increment per pass on each side (``feature_increments``)."""
+    if proxy is None:
+        return
+    for name, block in features.items():
+        matched = matched_cpu(name, runs)
+        post = post_response(name, matched, increments.get(name, {}), proxy)
+        if post is not None and post[0] > POST_FLOOR_S:
+            block["post_response"] = {"family": "deterministic", "value_ms": round(post[0] * 1e3, 4),
+                                      "source": f"CPU per request and sidecar beyond the plain runs' and the held "
+                                                f"increment's, after each side's last pass: {post[1]}"}
+            notes.append(f"{name}: {post[0] * 1e3:.4g} ms of work after the response per request and sidecar")
+        elif post is not None:
+            notes.append(f"{name}: no CPU beyond its held increment ({post[0] * 1e3:.4g} ms per request and "
+                         f"sidecar): no post_response")
+        span = collector(matched)
+        if span is not None and span[0] > 0:
+            block["collector"] = {
+                "workers": COLLECTOR_WORKERS, "node": LAB_NODE,
+                "service": {"family": "deterministic", "value_ms": round(span[0] * 1e3, 4),
+                            "source": f"CPU per span: {span[1]} (only its mean is identified by CPU readings)"},
+                "source": (f"the lab's span collector: one Python process ({COLLECTOR_WORKERS} worker: one "
+                           f"interpreter lock) on the lab's one host ({LAB_NODE})")}
+            notes.append(f"{name}: collector {span[0] * 1e3:.4g} ms CPU per span")
