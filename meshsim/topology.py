@@ -29,6 +29,14 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class Delay:
+    """Time the app waits without holding a core: the kernel, the scheduler, I/O (a measured hop's part that its CPU
+    clock does not count)."""
+
+    time: Distribution
+
+
+@dataclass(frozen=True)
 class Call:
     """Call one downstream service and wait for its response."""
 
@@ -50,7 +58,7 @@ class Choose:
     weights: tuple[float, ...]
 
 
-Step = Union[Compute, Call, Parallel, Choose]
+Step = Union[Compute, Delay, Call, Parallel, Choose]
 
 
 @dataclass(frozen=True)
@@ -177,13 +185,16 @@ class Topology:
 
 def _step(raw: Any, where: str) -> Step:
     s = Section(raw, where)
-    kinds = [k for k in ("compute", "call", "parallel", "choose") if k in s.data]
+    kinds = [k for k in ("compute", "delay", "call", "parallel", "choose") if k in s.data]
     if len(kinds) != 1:
-        raise ModelError(f"{where}: a step has exactly one of compute, call, parallel, choose (got {list(s.data)})")
+        raise ModelError(f"{where}: a step has exactly one of compute, delay, call, parallel, choose "
+                         f"(got {list(s.data)})")
     kind = kinds[0]
     s.reject_unknown((kind, "source", "note"))
     if kind == "compute":
         return Compute(parse_distribution(s.data["compute"], s.key("compute")))
+    if kind == "delay":
+        return Delay(parse_distribution(s.data["delay"], s.key("delay")))
     if kind == "call":
         return Call(s.string("call"))
     if kind == "parallel":

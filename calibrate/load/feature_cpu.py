@@ -54,16 +54,6 @@ class MatchedCpu:
             np.mean(self.with_feature_s))
 
 
-def cpu_per_request(run: Run, key: str) -> float | None:
-    """CPU seconds per completed request of process ``key`` over the run's window, None without a reading."""
-    seconds = run.manifest.cpu_seconds.get(key)
-    duration = run.manifest.load.duration_s or run.result.duration_s
-    requests = run.result.actual_rps * duration if duration else 0.0
-    if seconds is None or not requests > 0 or not np.isfinite(requests):
-        return None
-    return seconds / requests
-
-
 def _setup(run: Run) -> tuple[int, int]:
     return run.manifest.setup.payload_bytes, run.manifest.load.connections
 
@@ -84,8 +74,8 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
     for run in (r for r in on_path if r.features == frozenset({feature})):
         twins = _plain_twins(run, plain)
         for key in (*SIDECAR_SIDES, COLLECTOR_KEY):
-            own = cpu_per_request(run, key)
-            base = [c for c in (cpu_per_request(t, key) for t in twins) if c is not None]
+            own = run.cpu_per_request(key)
+            base = [c for c in (t.cpu_per_request(key) for t in twins) if c is not None]
             if own is None or (key != COLLECTOR_KEY and not base):
                 continue
             with_f, plain_s, ids = pairs[key]

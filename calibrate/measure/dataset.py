@@ -6,6 +6,7 @@ its file; the other runs of the batch still load. Saturated and failed runs load
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,15 @@ class Run:
     @property
     def rps(self) -> float | None:
         return self.manifest.load.rps if self.manifest.load.rps is not None else self.result.requested_rps
+
+    def cpu_per_request(self, key: str) -> float | None:
+        """CPU seconds per completed request of process ``key`` over the run's window; None without a reading."""
+        seconds = self.manifest.cpu_seconds.get(key)
+        duration = self.manifest.load.duration_s or self.result.duration_s
+        requests = self.result.actual_rps * duration if duration else 0.0
+        if seconds is None or not requests > 0 or not math.isfinite(requests):
+            return None
+        return seconds / requests
 
     @property
     def lab_host_cores(self) -> float | None:

@@ -94,24 +94,47 @@ def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
 
 
 def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
-                   hop_source: str) -> Topology:
+                   hop_source: str, app_cpu_ms: float | None = None) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
-    costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline."""
+    costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
+
+    ``app_cpu_ms``: the forwarding apps' measured CPU per request; that part of the hop holds the app's core and the
+    rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
-    half = {"family": "lognormal", "mean_ms": max(hop_mean_ms / 2, 1e-4), "cv": HOP_CV,
-            "source": f"half of one forwarding hop ({hop_source}); cv {HOP_CV} assumed"}
+    handler = _hop_halves(hop_mean_ms, hop_source, app_cpu_ms)
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
             services[service.name] = _service(model, 1, leaf_source)
         else:
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
-                                      "handler": [{"compute": half}, *({"call": c} for c in service.calls),
-                                                  {"compute": half}],
+                                      "handler": [*handler[0], *({"call": c} for c in service.calls),
+                                                  *handler[1]],
                                       "source": hop_source}
     full = f"{model.get('name')}-{name}"
     return topology_from_data(_skeleton(full, graph[0].name, services, hop_source),
                               f"<{full}: derived from baseline runs>")
+
+
+def _hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None) -> tuple[list[dict], list[dict]]:
+    """The steps before and after a forwarding app's calls: half its CPU each, and half the rest as delays."""
+    def half(mean_ms: float, what: str) -> dict[str, Any]:
+        return {"family": "lognormal", "mean_ms": max(mean_ms / 2, 1e-4), "cv": HOP_CV,
+                "source": f"half of {what} ({hop_source}); cv {HOP_CV} assumed"}
+
+    if app_cpu_ms is None or not 0 < app_cpu_ms < hop_mean_ms:
+        step = {"compute": half(hop_mean_ms, "one forwarding hop")}
+        return [step], [step]
+    cpu = {"compute": half(app_cpu_ms, f"the forwarding apps' CPU per request, {app_cpu_ms:.4f} ms")}
+    wait = {"delay": half(hop_mean_ms - app_cpu_ms, "the hop's time beyond the apps' CPU")}
+    return [wait, cpu], [cpu, wait]
+
+
+def forwarding_cpu_ms(run: Run, graph: Sequence[Any]) -> float | None:
+    """The forwarding apps' mean CPU per request in a baseline run (ms); None without their readings."""
+    costs = [run.cpu_per_request(f"{svc.name}/app") for svc in graph if svc.calls]
+    known = [c for c in costs if c is not None]
+    return sum(known) / len(known) * 1e3 if known and len(known) == len(costs) else None
 
 
 def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
@@ -176,7 +199,10 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
                                "service(s) at the model's baseline")
         source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - {leaves} x the mean of the "
                   f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
-        return graph_topology(model, name, graph, hop, source), base.id, [source]
+        cpu = forwarding_cpu_ms(base, graph)
+        notes = [source, f"the forwarding apps burn {cpu:.4f} ms CPU per request in {base.id}: the rest of the hop "
+                 "holds no core" if cpu is not None and cpu < hop else "the whole hop is booked as the apps' CPU"]
+        return graph_topology(model, name, graph, hop, source, cpu), base.id, notes
     return load_topology(name), None, [f"topology {name}: app times from models/topologies, not measured"]
 
 

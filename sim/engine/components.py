@@ -17,7 +17,7 @@ import numpy as np
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
 from meshsim.mesh import Feature, ProxyModel, pass_side
-from meshsim.topology import Compute, Network, Service
+from meshsim.topology import Compute, Delay, Network, Service
 from meshsim.sim.engine.stations import CpuQuota, Station
 from meshsim.sim.engine.streams import Sampler, Streams
 
@@ -244,6 +244,7 @@ class AppReplica:
     station: Station
     node: str
     computes: dict[int, Sampler]
+    delays: dict[int, Sampler] = field(default_factory=dict)  # Delay steps: waits that hold no core
     sidecar: ProxyInstance | None = None
 
 
@@ -252,7 +253,9 @@ def build_app(service: Service, replica: int, node: str, streams: Streams) -> Ap
     station = make_station(instance, service.cores, False, streams, service=service)
     computes = {i: streams.sampler(f"{instance}:compute{i}", step.time)
                 for i, step in enumerate(service.handler) if isinstance(step, Compute)}
-    return AppReplica(f"{service.name}/app", instance, service, station, node, computes)
+    delays = {i: streams.sampler(f"{instance}:delay{i}", step.time)
+              for i, step in enumerate(service.handler) if isinstance(step, Delay)}
+    return AppReplica(f"{service.name}/app", instance, service, station, node, computes, delays)
 
 
 class NetworkDelays:

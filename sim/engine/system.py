@@ -413,6 +413,8 @@ class System:
                     yield env.timeout(pending)
                 now = env.now
                 pending = replica.station.serve(now, computes[i].draw()) - now
+            elif i in replica.delays:  # a Delay step: it holds no core
+                pending += replica.delays[i].draw()
             elif isinstance(step, Call):
                 yield self.call(me, step.service, conn, pending)
                 pending = 0.0

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from meshsim.errors import FieldError
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Compute, Parallel
+from meshsim.topology import Call, Choose, Compute, Delay, Parallel
 from meshsim.wakeup import WakeUp
 from meshsim.workload import RunSettings, Workload
 from meshsim.sim.engine.replication_result import Horizon
@@ -146,6 +146,8 @@ def path_cost(scenario: Scenario) -> PathCost:
             branches = max(branches, _branches(step, done))
             if isinstance(step, Compute):
                 visits, floor = visits + 1, floor + step.time.mean
+            elif isinstance(step, Delay):
+                floor += step.time.mean
             elif isinstance(step, Call):
                 visits, floor = visits + hop.visits + done[step.service].visits, floor + hop.floor_s + \
                     done[step.service].floor_s

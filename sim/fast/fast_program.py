@@ -197,6 +197,8 @@ class Lowering:
             if i in replica.computes:
                 ops += [[K.OP_YIELD], [K.OP_COMPUTE, self.station(replica.station),
                                        self.streams.sampler(replica.computes[i])]]
+            elif i in replica.delays:  # System.handle: a wait that holds no core, added to the pending delay
+                ops.append([K.OP_EDGE_LAT, self.streams.sampler(replica.delays[i])])
             elif isinstance(step, Call):
                 ops.append([K.OP_CALL, self.route(me, step.service)])
             elif isinstance(step, Choose):
