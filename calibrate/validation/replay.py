@@ -21,6 +21,7 @@ from dataclasses import replace as dc_replace
 from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
 from meshsim.catalog import chain_length, load_topology
@@ -221,6 +222,11 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     topo, base_id, notes = topology_for(model, run, runs, topology)
     cores = run.lab_host_cores
     if cores is not None:
+        left = cores_left(run.manifest.where)
+        if left is not None and left < cores:
+            notes.append(f"lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores during it "
+                         f"(where.host_load): the lab's processes share the {left:.2f} they left")
+            cores = left
         topo = on_one_host(topo, cores)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from meshsim.calibrate.measure.lab.host_load import host_seconds
 from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
 from meshsim.calibrate.measure.lab.running import Lab
 from meshsim.calibrate.measure.lab.spec import LabSpec
@@ -32,18 +33,6 @@ REQUEST_BYTES = 100  # fortio's GET with its headers, about 100 B
 # one-way hops of one call in the single topology: client -> server and back; with sidecars each direction goes
 # client -> client sidecar -> server sidecar -> server (all loopback on the lab's one host)
 HOPS_PER_CALL = {"baseline": 2, "sidecar": 6}
-
-
-def host_seconds() -> tuple[float, float]:
-    """(busy, irq + softirq) CPU seconds of the whole host since boot (all cores), from the first line of /proc/stat.
-
-    Interrupt time is accounted apart from processes (IRQ time accounting): the loopback receive path (NET_RX
-    softirq) lands there, while the send path and the copy to user space run in the process's syscalls (stime)."""
-    with open("/proc/stat", encoding="ascii") as handle:
-        fields = [int(v) for v in handle.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-    tick = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / tick, (irq + softirq) / tick
 
 
 def own_cpu_seconds() -> float:

@@ -30,6 +30,7 @@ from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
+from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
 from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
@@ -285,6 +286,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         if ledger is not None:
             ledger.add_temp_dir(work)
         started = time.time()
+        host_before = host_seconds()
         cpu_before = _cpu_snapshot(state)
         sampler = RssSampler({p.name: p.pid for p in state.processes}).start()
         try:
@@ -299,6 +301,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         finally:
             sampler.stop()
         cpu_after = _cpu_snapshot(state)
+        host_after = host_seconds()
         cpu_window_s = time.time() - started
         fraction, errors, total = error_fraction(result)
         _check_processes(state, "after the load")
@@ -308,6 +311,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
                             f"max_error_fraction {settings.max_error_fraction:g}; nothing stored")
         spans_after = collector_spans(state)
         cpu, memory = _usage(state, run, cpu_before, cpu_after, rss_samples)
+        where = {**machine_where(state), "host_load": host_load(host_before, host_after, cpu_window_s, cpu)}
         achieved = float(result.get("ActualQPS") or 0.0)
         saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
         spec = state.spec
@@ -324,7 +328,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             source="lab",
             provenance=provenance,
             when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            where=machine_where(state),
+            where=where,
             setup=Setup(mesh=spec.mesh, path=spec.path, features=spec.features, topology=spec.topology,
                         mesh_version=f"envoy {state.versions['envoy']}" if spec.has_proxies else "",
                         proxy_workers=spec.workers if spec.has_proxies else None,
