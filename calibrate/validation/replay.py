@@ -222,10 +222,12 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
     topo, base_id, notes = topology_for(model, run, runs, topology)
     cores = run.lab_host_cores
     if cores is not None:
-        left = cores_left(run.manifest.where)
+        # in a saturated run the host was full and the others' cores were the lab's loss; below saturation they ran
+        # in the time the lab left idle (a niced neighbour fills it), which took nothing from the lab
+        left = cores_left(run.manifest.where) if run.manifest.status == "saturated" else None
         if left is not None and left < cores:
-            notes.append(f"lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores during it "
-                         f"(where.host_load): the lab's processes share the {left:.2f} they left")
+            notes.append(f"saturated lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores "
+                         f"during it (where.host_load): the lab's processes share the {left:.2f} they left")
             cores = left
         topo = on_one_host(topo, cores)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")

@@ -2,8 +2,9 @@
 
 Every lab process shares the host's cores with whatever else runs there: on a shared VM, other test runs took
 0.3-0.7 of 2 cores while the lab was measured. A run's manifest records it (``where.host_load``), so that a reader
-knows what the run competed with and ``meshsim validate`` can give the simulated lab only the cores the other
-processes left it.
+knows what the run competed with, and ``meshsim validate`` gives the simulated lab of a saturated run only the
+cores the other processes left it (below saturation a niced neighbour runs in the time the lab leaves idle: at
+200 rps other processes filled 1.77 of 2 cores and took nothing from the lab).
 """
 
 from __future__ import annotations

@@ -293,6 +293,8 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
                              ledger=ledger)
             rss_samples = sampler.stop()  # the load is over: later samples would be of the idle lab
+            # the host's load over the load alone: while spans are exported the idle lab leaves the cores to others
+            at_load_end = (host_seconds(), _cpu_snapshot(state), time.time() - started)
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
                 _wait_for_span_export(state)
@@ -301,7 +303,6 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         finally:
             sampler.stop()
         cpu_after = _cpu_snapshot(state)
-        host_after = host_seconds()
         cpu_window_s = time.time() - started
         fraction, errors, total = error_fraction(result)
         _check_processes(state, "after the load")
@@ -311,7 +312,9 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
                             f"max_error_fraction {settings.max_error_fraction:g}; nothing stored")
         spans_after = collector_spans(state)
         cpu, memory = _usage(state, run, cpu_before, cpu_after, rss_samples)
-        where = {**machine_where(state), "host_load": host_load(host_before, host_after, cpu_window_s, cpu)}
+        host_after, cpu_at_end, load_window_s = at_load_end
+        lab_cpu, _ = _usage(state, run, cpu_before, cpu_at_end, {})
+        where = {**machine_where(state), "host_load": host_load(host_before, host_after, load_window_s, lab_cpu)}
         achieved = float(result.get("ActualQPS") or 0.0)
         saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
         spec = state.spec
