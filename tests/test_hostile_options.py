@@ -139,6 +139,8 @@ LAB_CASES = [
     (["lab", "run", "--duration", "nan"], "--duration: must be a finite number > 0 seconds, got nan"),
     (["lab", "run", "--duration", "inf"], "--duration: must be a finite number > 0 seconds, got inf"),
     (["lab", "probe", "--rps", "nan"], "--rps: must be a finite number >= 0 (0 = as fast as possible), got nan"),
+    (["lab", "probe", "--leaf-delay", "nan"], "--leaf-delay: must be 0..1000 ms (fortio echo's delay limit), got nan"),
+    (["lab", "run", "--trace-backend", "jaeger"], "--trace-backend: jaeger: needs mode tracing, got sidecar"),
     (["calibrate", "--lab", "--lab-duration", "-3"], "--lab-duration: must be a finite number > 0 seconds, got -3"),
     (["calibrate", "--lab", "--lab-workers", "0"], "--lab-workers: must be 1..64, got 0"),
 ]

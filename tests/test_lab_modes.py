@@ -169,6 +169,8 @@ def test_generated_bootstraps_pass_envoy_validation(binaries, tmp_path, mode):
     ({"topology": "chain3", "mode": "istio"}, "mode"),
     ({"topology": "chain3", "mode": "sidecar", "cpus": "a,b"}, "cpus"),
     ({"topology": "chain3", "mode": "sidecar", "workers": 0}, "workers"),
+    ({"topology": "chain3", "mode": "sidecar", "trace_backend": "jaeger"}, "trace_backend: jaeger: needs mode tracing"),
+    ({"topology": "chain3", "mode": "tracing", "trace_backend": "tempo"}, "trace_backend"),
 ])
 def test_bad_lab_spec_names_the_field(spec, field):
     from meshsim.calibrate.measure.lab.spec import LabSpec

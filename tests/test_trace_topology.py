@@ -74,6 +74,16 @@ def test_the_graph_comes_back_from_every_format(tmp_path, shop_traces, fmt):
     assert derived.entry_rps == pytest.approx(50.0, rel=4 / math.sqrt(TRACES))  # Poisson count over the window
 
 
+def test_jaeger_v2_api_v3_otlp_answer_is_read_as_it_comes(tmp_path, shop_traces):
+    """/api/v3/traces wraps one OTLP object in {"result": ...}; the reader takes it without unwrapping by hand."""
+    spans = [json.loads(otlp_line(t))["resourceSpans"] for t in shop_traces[:40]]
+    path = tmp_path / "api-v3.json"
+    path.write_text(json.dumps({"result": {"resourceSpans": [r for rs in spans for r in rs]}}))
+    derived = derive_topology([path], "shop", LOGNORMAL)
+    assert derived.files[0].format == "otlp" and len(derived.traces.roots) == 40
+    assert _graph(derived.data) == EXPECTED
+
+
 def _quantile_tolerance(svc: GenService, p: float, n: int) -> float:
     """Four standard errors of the p-quantile of n lognormal samples (ms)."""
     true = stats.lognorm(svc.sigma, scale=svc.median_ms)

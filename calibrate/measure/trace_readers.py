@@ -1,7 +1,7 @@
 """Trace exports read into :class:`Span` s: OTLP JSON, Jaeger's JSON and Zipkin v2 JSON, told apart by content.
 
 - OTLP: the OpenTelemetry collector's file exporter, one ``{"resourceSpans": [...]}`` object per line (a single
-  object over several lines is read too). A last line cut short (the collector stopped mid-write) is dropped and
+  object over several lines is read too; so is Jaeger v2's query API v3 answer, that object under ``result``). A last line cut short (the collector stopped mid-write) is dropped and
   reported; any other bad line is an error naming the file and the line.
 - Jaeger: the UI's / API's export, ``{"data": [{"traceID", "spans": [...], "processes": {...}}]}``.
 - Zipkin v2: a list of spans. A server span sharing its client's id (``shared: true``, Envoy's default) gets an
@@ -213,6 +213,8 @@ def _whole_document(document: Any, path: str) -> TraceFile:
             raise ModelError(f"{path}: a JSON list, but not of Zipkin v2 spans (each needs traceId)")
         return read_zipkin(document, path)
     if isinstance(document, Mapping):
+        if isinstance(document.get("result"), Mapping) and "resourceSpans" in document["result"]:
+            document = document["result"]  # Jaeger v2's query API v3 (/api/v3/traces) wraps its OTLP answer
         if "resourceSpans" in document:
             return TraceFile(path, "otlp", tuple(_otlp_spans(document, path, f"{path}:")))
         if "data" in document:

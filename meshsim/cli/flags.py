@@ -23,7 +23,7 @@ FIELD_FLAGS = {
     "sim_duration_s": "--sim-duration", "fail_above": "--fail-above", "html": "--html", "out": "--out",
     "rates": "--lab-rates", "payloads": "--lab-payloads", "max_events": "--max-events", "time_limit_s": "--time-limit",
     "factors": "--factor", "timeseries_s": "--timeseries", "timeseries_csv": "--timeseries-csv",
-    "engine": "--engine", "cluster": "--cluster",
+    "engine": "--engine", "cluster": "--cluster", "leaf_delay_ms": "--leaf-delay",
     "stdout": "stdout",  # the command's result stream (meshsim.outputs): no flag names it
 }
 

@@ -24,7 +24,7 @@ def progress_to_stderr(message: str) -> None:
 
 
 def _add_spec_options(parser: argparse.ArgumentParser) -> None:
-    from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, MODES, TOPOLOGY_HELP
+    from meshsim.calibrate.measure.lab.spec import DEFAULT_MESH, DEFAULT_WORKERS, MODES, TOPOLOGY_HELP, TRACE_BACKENDS
 
     parser.add_argument("--topology", default="chain3", help=f"{TOPOLOGY_HELP} (default chain3)")
     parser.add_argument("--mode", default="sidecar", choices=MODES,
@@ -36,6 +36,9 @@ def _add_spec_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-limit", type=float, default=None, metavar="CORES",
                         help="CPU quota per proxy in cores via cgroups (CFS period 100 ms)")
     parser.add_argument("--mesh", default=DEFAULT_MESH, help=f"mesh name written into run manifests (default {DEFAULT_MESH})")
+    parser.add_argument("--trace-backend", default="collector", choices=TRACE_BACKENDS,
+                        help="tracing mode: where the Envoys send their Zipkin spans: the lab's span counter, or a "
+                             "Jaeger (tools/install/jaeger.sh) whose query API serves the traces (default collector)")
 
 
 def _add_probe_options(parser: argparse.ArgumentParser, multi: bool) -> None:
@@ -46,6 +49,8 @@ def _add_probe_options(parser: argparse.ArgumentParser, multi: bool) -> None:
     parser.add_argument("--connections", "-c", type=int, default=1, help="fortio -c connections (default 1)")
     parser.add_argument("--duration", type=float, default=5.0, metavar="SECONDS", help="fortio -t (default 5)")
     parser.add_argument("--payload", type=int, default=0, metavar="BYTES", help="echo response body size (default 0)")
+    parser.add_argument("--leaf-delay", type=float, default=0.0, metavar="MS",
+                        help="time each leaf app (fortio echo) waits per request, its `delay` (default 0)")
     parser.add_argument("--uniform", action="store_true", help="fortio -uniform (stagger connection starts)")
     parser.add_argument("--jitter", action="store_true", help="fortio -jitter (+-10%% on each sleep)")
     parser.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup (skip late requests)")
@@ -102,14 +107,14 @@ def _settings(args: argparse.Namespace, rps: float) -> Any:
 
     return ProbeSettings(rps=rps, connections=args.connections, duration_s=args.duration, payload_bytes=args.payload,
                          uniform=args.uniform, jitter=args.jitter, nocatchup=args.nocatchup,
-                         max_error_fraction=args.max_errors)
+                         max_error_fraction=args.max_errors, leaf_delay_ms=args.leaf_delay)
 
 
 def _spec(args: argparse.Namespace) -> Any:
     from meshsim.calibrate.measure.lab.spec import LabSpec
 
     return LabSpec(topology=args.topology, mode=args.mode, workers=args.workers, cpus=args.cpus,
-                   cpu_limit=args.cpu_limit, mesh=args.mesh)
+                   cpu_limit=args.cpu_limit, mesh=args.mesh, trace_backend=args.trace_backend)
 
 
 def handle_up(args: argparse.Namespace) -> int:
@@ -118,7 +123,8 @@ def handle_up(args: argparse.Namespace) -> int:
     state = lab_up(_spec(args), args.state_dir)
     print_result(f"lab up: {state.spec.topology} {state.spec.mode}, entry {state.entry_url}, "
                  f"{len(state.processes)} processes, supervisor pid {state.daemon_pid}, "
-                 f"state {args.state_dir}/state.json")
+                 f"state {args.state_dir}/state.json"
+                 + (f", traces at http://127.0.0.1:{state.trace_query_port}/api/traces" if state.trace_query_port else ""))
     return 0
 
 

@@ -1,12 +1,12 @@
 """The local mesh lab: real fortio apps and real Envoy sidecars on 127.0.0.1, measured with real fortio load.
 
 Modules: ``spec`` (what a lab is), ``processes`` (ports, configs, command lines), ``envoy_config`` (bootstraps),
-``certs`` (lab CA for mTLS), ``collector`` (Zipkin span counter), ``supervisor`` / ``cpulimit`` (processes by pid,
-taskset, cgroup quota), ``running`` (a running lab and its state file), ``daemon`` (the detached supervisor of
-``meshsim lab up``), ``ledger`` (the pids and temporary folders of a running lab command, so the next one stops
-what a SIGKILLed one left), ``probe`` (fortio runs -> run folders), ``stored_probes`` (which probes a folder already
-holds, for ``--resume``) and ``commands`` (one function per CLI command). The
-standard calibration plan that measures and then fits is ``meshsim.calibrate.lab_calibration``.
+``certs`` (lab CA for mTLS), ``collector`` (Zipkin span counter), ``trace_backend`` (a real Jaeger instead),
+``supervisor`` / ``cpulimit`` (processes by pid, taskset, cgroup quota), ``running`` (a running lab and its state
+file), ``daemon`` (the detached supervisor of ``meshsim lab up``), ``ledger`` (the pids and temporary folders of a
+running lab command, so the next one stops what a SIGKILLed one left), ``probe`` (fortio runs -> run folders),
+``stored_probes`` (which probes a folder already holds, for ``--resume``) and ``commands`` (one function per CLI
+command). The standard calibration plan that measures and then fits is ``meshsim.calibrate.lab_calibration``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ INSTALL_COMMANDS: dict[str, str] = {
     "kube-apiserver": "bash tools/install/kube.sh",
     "kube-scheduler": "bash tools/install/kube.sh",
     "kube-controller-manager": "bash tools/install/kube.sh",
+    "jaeger": "bash tools/install/jaeger.sh",
     "kwok": "go install sigs.k8s.io/kwok/cmd/kwok@v0.8.0",
     "etcd": "apt-get install -y etcd-server",
     "chromium": "apt-get install -y chromium chromium-driver",

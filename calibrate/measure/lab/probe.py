@@ -50,6 +50,7 @@ class ProbeSettings:
     jitter: bool = False
     nocatchup: bool = False
     max_error_fraction: float = DEFAULT_MAX_ERROR_FRACTION
+    leaf_delay_ms: float = 0.0  # fortio echo's `delay`: what each leaf app spends per request (hops forward the query)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rps < math.inf:  # also refuses nan, which fortio's -qps would take for "as fast as it can"
@@ -60,6 +61,8 @@ class ProbeSettings:
             raise FieldError("duration_s", f"must be a finite number > 0 seconds, got {self.duration_s}")
         if self.payload_bytes < 0 or self.payload_bytes > 256 * 1024:
             raise FieldError("payload_bytes", f"must be 0..262144 bytes (fortio echo limit), got {self.payload_bytes}")
+        if not 0 <= self.leaf_delay_ms <= 1000:
+            raise FieldError("leaf_delay_ms", f"must be 0..1000 ms (fortio echo's delay limit), got {self.leaf_delay_ms}")
         if not 0 <= self.max_error_fraction < 1:
             raise FieldError("max_error_fraction", f"must be a fraction in [0, 1), got {self.max_error_fraction}")
 
@@ -99,8 +102,11 @@ def fortio_argv(fortio: Path, url: str, s: ProbeSettings, json_out: Path, access
     return [*argv, *extra, url]
 
 
-def target_url(entry_url: str, payload_bytes: int) -> str:
-    return f"{entry_url}/echo" + (f"?size={payload_bytes}" if payload_bytes else "")
+def target_url(entry_url: str, payload_bytes: int, leaf_delay_ms: float = 0.0) -> str:
+    """fortio echo's URL; ``fortio proxies`` mirror the path and query, so every leaf app sees the same query."""
+    query = [f"size={payload_bytes}"] if payload_bytes else []
+    query += [f"delay={leaf_delay_ms:g}ms"] if leaf_delay_ms else []
+    return f"{entry_url}/echo" + ("?" + "&".join(query) if query else "")
 
 
 def error_fraction(result: Mapping[str, Any]) -> tuple[float, int, int]:
@@ -246,6 +252,10 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
     rate when saturated), how usage was measured."""
     spec = state.spec
     notes = [f"lab {spec.topology} mode {spec.mode}; entry {state.entry_url}"]
+    if settings.leaf_delay_ms:
+        notes.append(f"leaf apps set to wait {settings.leaf_delay_ms:g} ms per request (fortio echo delay)")
+    if state.trace_query_port is not None:
+        notes.append(f"spans sent to jaeger, query API http://127.0.0.1:{state.trace_query_port}/api/traces")
     done = int(result["DurationHistogram"]["Count"])
     if spans is not None:
         calls = done + settings.connections  # + fortio's warm-up calls
@@ -278,7 +288,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
     """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run.
     ``ledger``: where the load generator's pid and the probe's temporary folder are recorded while they exist."""
     fortio = find_binary("fortio")
-    url = target_url(state.entry_url, settings.payload_bytes)
+    url = target_url(state.entry_url, settings.payload_bytes, settings.leaf_delay_ms)
     _check_processes(state, "before the load")
     spans_before = collector_spans(state)
     with tempfile.TemporaryDirectory(prefix="meshsim-probe-") as tmp:

@@ -4,7 +4,8 @@ Call graph: the client calls services[0]; a service that calls nobody is ``forti
 ``fortio proxies -M`` forwarding the request (path and query included) to each service it calls, one after the
 other (``-multi-serial-mode``). Where a call goes depends on the mode: the callee's app (baseline), the callee's
 inbound sidecar (server-sidecar) or the caller's own sidecar's outbound listener for that callee on loopback (both
-sidecars, mtls, tracing).
+sidecars, mtls, tracing). Tracing mode's Envoys send their spans to the lab's span counter or to a Jaeger
+(``LabSpec.trace_backend``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from meshsim.calibrate.measure.lab.binaries import find_binary
 from meshsim.calibrate.measure.lab.envoy_config import (
     ClusterSpec,
     ListenerSpec,
@@ -23,6 +25,7 @@ from meshsim.calibrate.measure.lab.envoy_config import (
 )
 from meshsim.calibrate.measure.lab.spec import LabSpec, Service
 from meshsim.calibrate.measure.lab.supervisor import free_port
+from meshsim.calibrate.measure.lab.trace_backend import plan_jaeger
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class LabPlan:
     spec: LabSpec
     entry_port: int
     processes: list[ProcessPlan] = field(default_factory=list)
-    collector_port: int | None = None
+    collector_port: int | None = None  # the lab's span counter (GET /stats)
+    trace_query_port: int | None = None  # Jaeger's query API, when it is the trace backend
 
 
 def component_of(process_name: str) -> str:
@@ -71,6 +75,16 @@ def collector_process(port: int) -> ProcessPlan:
     return ProcessPlan("collector", "collector", argv, (port,))
 
 
+def trace_backend_process(spec: LabSpec, config_dir: Path) -> tuple[ProcessPlan, int, int | None]:
+    """Tracing mode's span receiver: (its process, the port Envoys send Zipkin spans to, Jaeger's query port)."""
+    if spec.trace_backend == "jaeger":
+        jaeger = plan_jaeger(config_dir)
+        argv = jaeger.argv(find_binary("jaeger"))
+        return ProcessPlan("jaeger", "collector", argv, jaeger.ports), jaeger.zipkin_port, jaeger.query_port
+    port = free_port()
+    return collector_process(port), port, None
+
+
 def app_processes(service: Service, ports: list[int], targets: list[int], fortio: Path,
                   data_dir: Path) -> list[ProcessPlan]:
     """One service's app replicas: an echo server when it calls nobody, else a fortio hop to ``targets``."""
@@ -93,9 +107,10 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
     both = spec.path == "both-sidecars"
     inbound = mode in ("server-sidecar", "sidecar", "mtls", "tracing")
 
-    collector_port = free_port() if mode == "tracing" else None
-    if collector_port is not None:
-        processes.append(collector_process(collector_port))
+    zipkin_port = query_port = None
+    if mode == "tracing":
+        receiver, zipkin_port, query_port = trace_backend_process(spec, config_dir)
+        processes.append(receiver)
     pki = None
     if mode == "mtls":
         from meshsim.calibrate.measure.lab.certs import make_lab_pki  # needs `cryptography` (the lab extra)
@@ -123,7 +138,7 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
 
     def add_envoy(name: str, kind: str, node: str, listeners: list[ListenerSpec], clusters: list[ClusterSpec]) -> None:
         admin = free_port()
-        proxy = ProxySpec(node, admin, tuple(listeners), tuple(clusters), collector_port)
+        proxy = ProxySpec(node, admin, tuple(listeners), tuple(clusters), zipkin_port)
         config = write_bootstrap(proxy, config_dir / f"{name.replace('/', '_').replace(':', '_')}.json")
         processes.append(ProcessPlan(name, kind, envoy_argv(envoy, config, node, spec.workers),
                                      tuple(l.port for l in listeners), admin_port=admin, proxy=True))
@@ -155,4 +170,5 @@ def plan_lab(spec: LabSpec, work_dir: Path, fortio: Path, envoy: Path) -> LabPla
                   [ClusterSpec(first.name, tuple(app_ports[first.name]))])
     else:
         entry_port = front_port(first.name)
-    return LabPlan(spec, entry_port, processes, collector_port)
+    counter_port = zipkin_port if query_port is None else None
+    return LabPlan(spec, entry_port, processes, counter_port, query_port)

@@ -68,6 +68,7 @@ class LabState:
     daemon_pid: int | None = None
     daemon_start_ticks: int | None = None
     cpu_limit_backend: str = ""
+    trace_query_port: int | None = None  # Jaeger's query API (trace backend jaeger)
 
     @property
     def entry_url(self) -> str:
@@ -182,7 +183,8 @@ class Lab:
                               daemon_start_ticks=pid_start_ticks(os.getpid()),
                               cpu_limit_backend=(f"cgroup v{limiter.version} "
                                                  f"{'cpu.max' if limiter.version == 2 else 'cpu.cfs_quota_us'}, "
-                                                 f"CFS period 100 ms" if limiter else ""))
+                                                 f"CFS period 100 ms" if limiter else ""),
+                              trace_query_port=self.plan.trace_query_port)
         return self.state
 
     def _start(self, fortio: Path, envoy: Path) -> None:

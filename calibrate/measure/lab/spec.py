@@ -25,6 +25,9 @@ MODE_PATH = {
 }
 MODE_FEATURES: dict[str, tuple[str, ...]] = {"mtls": ("mtls",), "tracing": ("tracing",)}
 LB_MODES = ("proxy-lb", "client-lb")
+# Where tracing mode's Envoys send their Zipkin spans: the lab's span counter, or a real Jaeger (calibrate/measure/lab/
+# trace_backend.py) whose query API serves the traces (`meshsim topology from-traces` reads its Jaeger and OTLP JSON).
+TRACE_BACKENDS = ("collector", "jaeger")
 TOPOLOGY_HELP = ("single, chainN (e.g. chain3, chain5; N = 1..20), lbN (e.g. lb3: one service with N replicas) or "
                  "bookinfo (productpage calls details then reviews; reviews calls ratings)")
 DEFAULT_MESH = "envoy-lab"
@@ -72,6 +75,7 @@ class LabSpec:
     cpus: str | None = None  # taskset CPU list for every proxy
     cpu_limit: float | None = None  # cores per proxy (CFS quota)
     mesh: str = DEFAULT_MESH
+    trace_backend: str = "collector"  # tracing mode only: see TRACE_BACKENDS
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -89,6 +93,11 @@ class LabSpec:
         if replicated and self.mode not in LB_MODES:
             raise FieldError("topology", f"{self.topology}: replicas need a balancing mode (mode proxy-lb or client-lb), "
                                          f"got {self.mode}")
+        if self.trace_backend not in TRACE_BACKENDS:
+            raise FieldError("trace_backend", f"unknown trace backend {self.trace_backend!r} "
+                                              f"(known: {', '.join(TRACE_BACKENDS)})")
+        if self.trace_backend != "collector" and self.mode != "tracing":
+            raise FieldError("trace_backend", f"{self.trace_backend}: needs mode tracing, got {self.mode}")
         if not self.mesh or "/" in self.mesh:
             raise FieldError("mesh", f"must be a plain name, got {self.mesh!r}")
 
