@@ -21,6 +21,10 @@ MAX_REPLICAS = 1000
 # Services in one topology: the call chains we model have at most tens of services (Bookinfo 4, Online
 # Boutique 11); the graph check, the system builder and the nested SimPy processes of a chain grow with it.
 MAX_SERVICES = 1000
+# Client connections (or sequential users) of one load: the compiled engine keeps a table row per connection and
+# proxy; 10^6 is beyond what one load generator opens (a Linux host runs out of ephemeral ports at ~28 000 per
+# destination) and keeps that table within ~8 MB per proxy.
+MAX_CONNECTIONS = 1_000_000
 # Bytes of one request or response (and the --payload option): 1 GiB; a message beyond that is no RPC.
 MAX_MESSAGE_BYTES = 2**30
 # Smallest CPU limit: one millicore, Kubernetes' smallest unit. Below it, every pass takes hours of simulated

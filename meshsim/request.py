@@ -19,6 +19,7 @@ from meshsim.catalog import load_mesh, load_topology
 from meshsim.cluster_facts import CLUSTER_CHOICES
 from meshsim.distributions import MS, Deterministic
 from meshsim.errors import FieldError
+from meshsim.limits import MAX_CONNECTIONS
 from meshsim.mesh import MeshModel
 from meshsim.scenario import Scenario, build_scenario
 from meshsim.topology import Topology
@@ -122,7 +123,7 @@ def build_load(options: PredictOptions) -> Load:
         raise FieldError("load", f"unknown load model {kind!r} (known: {', '.join(LOAD_MODELS)})")
     _refuse_foreign_options(options)
     connections = options.connections if options.connections is not None else DEFAULT_CONNECTIONS[kind]
-    _check_int(connections, "connections", minimum=1)
+    _check_int(connections, "connections", minimum=1, maximum=MAX_CONNECTIONS)
     if kind == "sequential":
         think = options.think_ms if options.think_ms is not None else DEFAULT_THINK_MS
         _check_finite(think, "think_ms")
@@ -205,9 +206,11 @@ def _check_positive(value: float, name: str, unit: str) -> float:
     return number
 
 
-def _check_int(value: int, name: str, minimum: int) -> int:
+def _check_int(value: int, name: str, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(name, f"expected a whole number, got {value!r}")
     if value < minimum:
         raise FieldError(name, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise FieldError(name, f"must be <= {maximum} (meshsim.limits), got {value}")
     return value

@@ -13,6 +13,7 @@ PREDICT_CASES = [
     (["--warmup", "nan"], "--warmup: expected a finite number, got nan"),
     (["--payload", "1000000000000"], "--payload: must be an integer in [0, 1073741824]"),
     (["--proxy-workers", "100000000"], "--proxy-workers: an integer in [1, 1024]"),
+    (["--connections", "3567587328"], "--connections: must be <= 1000000"),  # hypothesis found 26.6 GiB asked for
     (["--proxy-cpu-limit", "nan"], "--proxy-cpu-limit: "),
     (["--proxy-cpu-limit", "1e-9"], "--proxy-cpu-limit: must be >= 0.001"),
     (["--rps", "inf"], "--rps: expected a finite number, got inf"),
