@@ -68,8 +68,8 @@ class DerivedTopology:
         lines += [f"repaired: {r}" for r in [*(r for f in self.files for r in f.repairs), *t.repairs()]]
         lines += [f"note: {n}" for n in self.notes]
         if self.entry_rps:
-            lines.append(f"entry rate seen in the traces: {self.entry_rps:.4g} rps "
-                         f"(meshsim predict --topology FILE --rps {self.entry_rps:.4g})")
+            lines.append(f"entry rate seen in the traces: {self.entry_rps:.4g} rps (the topology's entry_rate: "
+                         "meshsim predict --topology FILE uses it when --rps is not given)")
         return "\n".join(lines)
 
 
@@ -179,13 +179,14 @@ def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[F
         notes += service_notes
     network, network_notes = _network(traces, where, families)
     rate = _entry_rate([r for r in traces.roots if r.service == entry])
+    # meshsim predict uses the entry rate when --rps is not given
+    entry_rate = {"entry_rate": {"rps": float(f"{rate:.4g}"),
+                                 "source": f"{where}: {entry_count} traces rooted at {entry}, counted between the "
+                                           "first and the last one's start"}} if rate else {}
     data = {"schema": "meshsim/topology/v1", "name": name,
             "description": f"derived by meshsim topology from-traces from {len(traces.roots)} traces",
             "source": f"{where} ({traces.spans} spans, {len(traces.roots)} traces used)",
-            "entry": entry, "network": network, "services": services}
-    if rate:
-        data["note"] = (f"entry rate seen in the traces: {rate:.4g} rps ({entry_count} traces rooted at {entry} "
-                        f"between the first and the last, {where})")
+            "entry": entry, **entry_rate, "network": network, "services": services}
     topology_from_data(data, where)  # the simulator's own check, before anything is written
     return DerivedTopology(data, files, traces, patterns, rate, tuple(notes + network_notes))
 

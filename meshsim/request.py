@@ -87,8 +87,20 @@ class PredictRequest:
 
 def build_request(options: PredictOptions) -> PredictRequest:
     """Validate ``options`` once and build the typed request (FieldError naming the field otherwise)."""
-    return PredictRequest(build_scenario_of(options), Workload(build_load(options), keepalive=options.keepalive,
-                                                              tls=options.tls), build_settings(options))
+    scenario = build_scenario_of(options)
+    options, rate_source = with_entry_rate(options, scenario.topology)
+    return PredictRequest(scenario, Workload(build_load(options), keepalive=options.keepalive, tls=options.tls,
+                                             rate_source=rate_source), build_settings(options))
+
+
+def with_entry_rate(options: PredictOptions, topology: Topology) -> tuple[PredictOptions, str]:
+    """The options with the topology's entry rate as ``rps`` when a load that needs a rate was given none, and where
+    that rate comes from ('' when the options' own rate stands)."""
+    rate = topology.entry_rate
+    if rate is None or options.rps is not None or options.profile is not None or options.load not in LOAD_MODELS \
+            or options.load == "sequential":
+        return options, ""
+    return options.with_changes(rps=rate.rps), f"the topology's entry_rate ({rate.rps:g} rps): {rate.source}"
 
 
 def build_scenario_of(options: PredictOptions) -> Scenario:

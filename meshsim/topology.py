@@ -134,6 +134,15 @@ class Client:
 
 
 @dataclass(frozen=True)
+class EntryRate:
+    """The rate requests arrive at the entry in the system the topology was taken from (traces: the requests rooted
+    at the entry over the span of their start times); a prediction uses it when no rate is given."""
+
+    rps: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Topology:
     name: str
     entry: str
@@ -145,6 +154,7 @@ class Topology:
     content_hash: str = ""
     # cores of the nodes whose CPU is shared: every app, sidecar and proxy placed there competes for them
     node_cores: Mapping[str, float] = field(default_factory=dict)
+    entry_rate: EntryRate | None = None
 
     def callees_first(self) -> list[str]:
         """Every service after the services it calls (the graph is acyclic: checked on load)."""
@@ -317,10 +327,21 @@ def callees_first(services: Mapping[str, Service], where: str = "topology") -> l
     return order
 
 
+def _entry_rate(top: Section) -> EntryRate | None:
+    rate = top.section("entry_rate", required=False)
+    if rate is None:
+        return None
+    rate.reject_unknown(("rps", "source", "note"))
+    source = rate.string("source")
+    if not source.strip():
+        raise ModelError(f"{rate.key('source')}: empty (say where the rate was seen)")
+    return EntryRate(rate.number("rps", strictly_positive=True), source)
+
+
 def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
     top = Section(data, f"{where}:")
-    top.reject_unknown(("schema", "name", "description", "entry", "client", "network", "services", "nodes",
-                        "source", "sources", "note"))
+    top.reject_unknown(("schema", "name", "description", "entry", "entry_rate", "client", "network", "services",
+                        "nodes", "source", "sources", "note"))
     if top.get("schema", SCHEMA) != SCHEMA:
         raise ModelError(f"{top.key('schema')}: expected {SCHEMA!r}, got {top.get('schema')!r}")
     services_sec = top.section("services")
@@ -349,7 +370,7 @@ def topology_from_data(data: Any, where: str, digest: str = "") -> Topology:
             n.reject_unknown(("cores", "source", "note"))
             node_cores[str(node)] = n.number("cores", strictly_positive=True, maximum=MAX_CORES)
     return Topology(top.string("name"), entry, services, network, client, top.get("description", ""), where, digest,
-                    node_cores)
+                    node_cores, _entry_rate(top))
 
 
 def load_topology_text(text: str, where: str = "<uploaded topology>") -> Topology:

@@ -306,6 +306,7 @@ class Workload:
     load: Load
     keepalive: bool = True
     tls: bool = False  # client -> edge over HTTPS (handshake round trips when keep-alive is off)
+    rate_source: str = ""  # where the rate came from when the user gave none (the topology's entry_rate)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,10 @@ TOPOLOGY_CASES = [
     ("      - call: s2", "      - choose: {s2: .nan}", "choose.s2: expected a finite number"),
     ("  s3:\n", "  s2:\n", "invalid YAML (duplicate key 's2')"),
     ("client-node: {cores: 4,", "client-node: {cores: .nan,", "nodes.client-node.cores: expected a finite number"),
+    ("entry: s1", "entry: s1\nentry_rate: {rps: -5, source: traces}", "entry_rate.rps: must be > 0"),
+    ("entry: s1", "entry: s1\nentry_rate: {rps: .inf, source: traces}", "entry_rate.rps: expected a finite number"),
+    ("entry: s1", "entry: s1\nentry_rate: {rps: 50}", "entry_rate.source: missing"),
+    ("entry: s1", "entry: s1\nentry_rate: 50", "entry_rate: expected a mapping"),
 ]
 
 

@@ -86,11 +86,29 @@ def test_the_setup_is_kept_for_the_same_request_only() -> None:
     first = run_fast_replication(scenario, workload, horizon, SEED, 0)
     setup = fast_setup(scenario, workload, horizon)
     assert fast_setup(scenario, workload, horizon) is setup
-    assert fast_setup(scenario, workload, Horizon(0.4, 0.04, horizon.drain)) is not setup
+    fortio = Workload(FortioLoad(3500.0, 8))
+    assert fast_setup(scenario, fortio, horizon) is not setup  # another load kind: built for it
+    assert fast_setup(scenario, dataclasses.replace(workload, keepalive=False), horizon) is not setup
+    run_fast_replication(scenario, fortio, horizon, SEED, 0)
     again = run_fast_replication(scenario, workload, horizon, SEED, 0)  # a new setup again, built for it
     np.testing.assert_array_equal(first.latencies, again.latencies)
     other = run_fast_replication(scenario, workload, horizon, SEED + 1, 0)  # the seed is the run's, not the setup's
     assert not np.array_equal(first.latencies[:50], other.latencies[:50])
+
+
+@pytest.mark.parametrize("case", [0, 2, 4, 6, 7])
+def test_a_setup_retargeted_to_another_rate_gives_each_replication_as_built_for_it(case: int) -> None:
+    """A saturation probe runs the prediction's open load at another rate and horizon on the prediction's setup:
+    its replications are those of a setup built for the probe, field by field."""
+    scenario, workload, horizon = _case(case)
+    setup = fast_setup(scenario, workload, horizon)
+    run_fast_replication(scenario, workload, horizon, SEED, 0)
+    for factor, probe_horizon in ((0.5, Horizon(0.3, 0.06, 5.0)), (1.7, Horizon(0.2, 0.04, 5.0))):
+        probe = Workload(OpenLoad(workload.load.rps * factor, workload.load.connections))
+        assert fast_setup(scenario, probe, probe_horizon) is setup
+        got = run_fast_replication(scenario, probe, probe_horizon, SEED, 1)
+        _assert_same(got, run_on_setup(FastSetup(scenario, probe, probe_horizon), SEED, 1), f"case {case} x{factor}")
+    assert fast_setup(scenario, workload, Horizon(0.5, 0.0, 5.0, 0.1)) is not setup  # a time series: built for it
 
 
 def test_a_draw_at_build_time_that_is_not_replayed_is_refused() -> None:

@@ -134,6 +134,23 @@ def test_the_written_file_loads_predicts_and_sources_every_number(tmp_path, caps
     assert {"front/app", "db/app"} <= set(result["cpu_cores"])
 
 
+def test_the_entry_rate_seen_is_the_rate_predict_uses_without_rps(tmp_path, capsys, shop_traces):
+    trace_file = write(shop_traces[:80], "zipkin", tmp_path / "shop.json")
+    out = tmp_path / "shop.yaml"
+    assert main(["topology", "from-traces", str(trace_file), "--out", str(out)]) == 0
+    rate = yaml.safe_load(out.read_text())["entry_rate"]
+    assert rate["rps"] == pytest.approx(50.0, rel=4 / math.sqrt(80)) and str(trace_file) in rate["source"]
+    capsys.readouterr()
+    assert main(["predict", "--topology", str(out), "--mesh", "istio", *QUICK, "--json"]) == 0
+    inputs = json.loads(capsys.readouterr().out)["inputs"]
+    assert inputs["load"]["rps"] == rate["rps"] and "entry_rate" in inputs["rps_from"]
+    assert main(["predict", "--topology", str(out), "--mesh", "istio", *QUICK]) == 0
+    assert f"rate from the topology's entry_rate ({rate['rps']:g} rps)" in capsys.readouterr().out
+    assert main(["predict", "--topology", str(out), "--rps", "20", "--mesh", "istio", *QUICK, "--json"]) == 0
+    inputs = json.loads(capsys.readouterr().out)["inputs"]  # a rate given stands, and nothing claims otherwise
+    assert inputs["load"]["rps"] == 20 and "rps_from" not in inputs
+
+
 # --- bad input -------------------------------------------------------------------------------------------------
 
 def _one_line_error(capsys, files: list[Path], tmp_path: Path) -> str:

@@ -39,13 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("predict", help="predict latency, CPU and saturation of a meshed call graph",
                        description="Simulate a call graph behind a service mesh and print latency percentiles with "
                                    "95 % confidence intervals, CPU and utilisation per component, the bottleneck "
-                                   "and the saturation rate. --rps is required with the open and fortio loads.")
+                                   "and the saturation rate. --rps is required with the open and fortio loads "
+                                   "unless the topology has an entry_rate (from-traces writes one).")
     p.add_argument("--topology", default="chain3", help=f"built-in name ({TOPOLOGIES_HELP}) or a topology FILE.yaml "
                    "(default chain3)")
     p.add_argument("--mesh", help=f"built-in mesh: {MESHES_HELP} (default istio)")
     p.add_argument("--mesh-model", help="a mesh model FILE.yaml (instead of --mesh)")
     p.add_argument("--rps", type=float, help="offered rate, requests per second (required for the open and fortio "
-                   "loads, unless --profile sets it; not with --load sequential)")
+                   "loads, unless --profile sets it or the topology has an entry_rate; not with --load sequential)")
     p.add_argument("--features", type=comma_list, default=(), help="comma list added to the mesh's defaults, e.g. "
                    "mtls,tracing; no-NAME turns a default off (istio has telemetry on by default: no-telemetry)")
     p.add_argument("--lb", default="client", choices=("client", "proxy"), help="client-side balancing or a "

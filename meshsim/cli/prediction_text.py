@@ -26,6 +26,8 @@ def prediction_table(d: dict[str, Any]) -> str:
             + (f" threads={load['threads']}" if "threads" in load else ""))
     lines = [head, f"{d['replications']} replications x {inp['duration_s']:.3g} s simulated"
              f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall"]
+    if inp.get("rps_from"):
+        lines.append(f"rate from {inp['rps_from']} (no --rps given)")
     if d.get("warmup"):
         lines.append(warmup_line(d["warmup"]))
     lines.append("")

@@ -354,6 +354,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "scope": scenario.scope,
         "cluster": scenario.cluster_source or "the topology's",
         "load": load_dict,
+        **({"rps_from": workload.rate_source} if workload.rate_source else {}),
         "keepalive": workload.keepalive,
         "tls": workload.tls,
         "duration_s": horizon.duration,

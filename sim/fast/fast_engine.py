@@ -75,12 +75,10 @@ _LAST_SETUP: list[FastSetup] = []  # the last setup built in this process: its n
 
 
 def fast_setup(scenario: Scenario, workload: Workload, horizon: Horizon) -> FastSetup:
-    """The setup of the last replication when it ran the same scenario and workload objects on the same horizon (a
-    prediction's replications, in one process or worker), else a new one, kept for the next calls."""
-    if _LAST_SETUP:
-        last = _LAST_SETUP[0]
-        if last.scenario is scenario and last.workload is workload and last.horizon == horizon:
-            return last
+    """The setup of the last replication when it serves this one (a prediction's replications, in one process or
+    worker; its saturation probes, at other rates of the same load), else a new one, kept for the next calls."""
+    if _LAST_SETUP and _LAST_SETUP[0].serves(scenario, workload, horizon):
+        return _LAST_SETUP[0]
     setup = FastSetup(scenario, workload, horizon)
     _LAST_SETUP[:] = [setup]
     return setup
@@ -95,6 +93,7 @@ def run_fast_replication(scenario: Scenario, workload: Workload, horizon: Horizo
         setup = FastSetup(scenario, workload, horizon)
         setup.lock.acquire()
     try:
+        setup.retarget(workload, horizon)
         result = run_on_setup(setup, seed, replication, deadline)
     finally:
         setup.lock.release()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -86,6 +86,31 @@ class FastSetup:
         streams = self.layout.view(K.R_STREAM)
         buffers.attach(streams[:, K.STREAM_POS], streams[:, K.STREAM_LIM])
         return buffers
+
+    def serves(self, scenario: Scenario, workload: Workload, horizon: Horizon) -> bool:
+        """Whether a replication of (scenario, workload, horizon) may run on this setup: the objects it was built
+        for, or another rate of the same open load on the same scenario (``retarget`` points it there)."""
+        if scenario is not self.scenario:
+            return False
+        if workload is self.workload and horizon == self.horizon:
+            return True
+        old, new = self.workload, workload
+        return (old.load.is_open and new.load.is_open and replace(old.load, rps=new.load.rps) == new.load
+                and (old.keepalive, old.tls) == (new.keepalive, new.tls) and not self.horizon.series_s
+                and not horizon.series_s)
+
+    def retarget(self, workload: Workload, horizon: Horizon) -> None:
+        """Point the setup at ``workload``'s rate and ``horizon`` (one it ``serves``; called with ``lock`` held)
+        instead of building the System again: a saturation probe's setup of a 1000-service graph took ~1 s. The
+        rate shapes only the arrivals stream, which draws the new gaps from its own generator as a setup built for
+        the rate would, and the horizon only the load's times."""
+        if workload is self.workload and horizon == self.horizon:
+            return
+        load_i = self._pristine[0][self.layout.I[2 * K.R_LOADI]:][:K.LOAD_I]
+        self.lowering.streams.redraw(int(load_i[K.L_ARRIVALS]), arrival_gaps(workload.load))
+        load_f = self._pristine[1][self.layout.I[2 * K.R_LOADF]:][:K.LOAD_F]
+        load_f[K.LF_DURATION], load_f[K.LF_WARMUP], load_f[K.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
+        self.workload, self.horizon = workload, horizon
 
     def _check_rebind(self, streams: Streams) -> None:
         """Rebinding to the build's own streams must give every generator the state the build left it in: else the
@@ -179,7 +204,7 @@ def _open_load(load: OpenLoad, horizon: Horizon, streams: Streams, table, load_i
     """Poisson arrivals at the rate, or at a profile's peak thinned to its rate (loadgen._open's streams)."""
     peak = load.profile.max_rps if load.profile is not None else load.rps
     load_i[K.L_KIND] = K.LOAD_OPEN
-    load_i[K.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", Exponential(1.0 / peak)))
+    load_i[K.L_ARRIVALS] = table.sampler(streams.sampler("arrivals", arrival_gaps(load)))
     load_i[K.L_CONN_STREAM] = table.uniforms(streams.rng("arrivals:connection"))
     load_i[K.L_CONNECTIONS] = load.connections
     if load.profile is None:
@@ -189,6 +214,11 @@ def _open_load(load: OpenLoad, horizon: Horizon, streams: Streams, table, load_i
     load_i[K.L_THINNING] = table.sampler(streams.uniforms("arrivals:thinning"))
     load_f[K.LF_PEAK] = peak
     return 1, np.array(load.profile.points, dtype=float).reshape(-1, 2)
+
+
+def arrival_gaps(load: OpenLoad) -> Exponential:
+    """The gaps between Poisson arrivals at the load's rate (at a profile's peak, thinned to its rate)."""
+    return Exponential(1.0 / (load.profile.max_rps if load.profile is not None else load.rps))
 
 
 def _fortio_load(load: FortioLoad, horizon: Horizon, streams: Streams, table, load_i: np.ndarray,

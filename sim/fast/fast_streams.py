@@ -58,6 +58,12 @@ class StreamTable:
             generator.bit_generator.state = state
         return [draws(self.generators[slot]) for slot, draws in self.replays]
 
+    def redraw(self, stream: int, dist: Distribution) -> None:
+        """Stream ``stream`` draws from ``dist`` from now on, from the same generator (a probe's other rate)."""
+        slot = self.sources[stream][0]
+        self.sources[stream] = (slot, dist)
+        self.refills[stream] = _refill(self.generators[slot], dist)
+
     def _slot(self, rng: np.random.Generator) -> int:
         key = id(rng)
         if key not in self.slots:
