@@ -9,56 +9,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Union
+from typing import Any, Mapping
 
 from meshsim.distributions import Distribution
-from meshsim.distribution_spec import distribution_at, parse_distribution
+from meshsim.distribution_spec import distribution_at
 from meshsim.errors import FieldError, ModelError
+from meshsim.handler_steps import (  # noqa: F401 (the step types are re-exported: part of a topology)
+    Call, Choose, Compute, Delay, Parallel, Step, parse_step)
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
 
 SCHEMA = "meshsim/topology/v1"
-
-
-@dataclass(frozen=True)
-class Compute:
-    """App work on one core of the replica (request-side before calls, response-side after)."""
-
-    time: Distribution
-
-
-@dataclass(frozen=True)
-class Delay:
-    """Time the app waits without holding a core: the kernel, the scheduler, I/O (a measured hop's part that its CPU
-    clock does not count)."""
-
-    time: Distribution
-
-
-@dataclass(frozen=True)
-class Call:
-    """Call one downstream service and wait for its response."""
-
-    service: str
-
-
-@dataclass(frozen=True)
-class Parallel:
-    """Call several services at once and wait for all (fork/join)."""
-
-    services: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Choose:
-    """Call one of several services (versions) picked by weight."""
-
-    services: tuple[str, ...]
-    weights: tuple[float, ...]
-
-
-Step = Union[Compute, Delay, Call, Parallel, Choose]
 
 
 @dataclass(frozen=True)
@@ -193,33 +155,6 @@ class Topology:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _step(raw: Any, where: str) -> Step:
-    s = Section(raw, where)
-    kinds = [k for k in ("compute", "delay", "call", "parallel", "choose") if k in s.data]
-    if len(kinds) != 1:
-        raise ModelError(f"{where}: a step has exactly one of compute, delay, call, parallel, choose "
-                         f"(got {list(s.data)})")
-    kind = kinds[0]
-    s.reject_unknown((kind, "source", "note"))
-    if kind == "compute":
-        return Compute(parse_distribution(s.data["compute"], s.key("compute")))
-    if kind == "delay":
-        return Delay(parse_distribution(s.data["delay"], s.key("delay")))
-    if kind == "call":
-        return Call(s.string("call"))
-    if kind == "parallel":
-        names = s.data["parallel"]
-        if not isinstance(names, list) or len(names) < 2 or not all(isinstance(n, str) for n in names):
-            raise ModelError(f"{s.key('parallel')}: expected a list of at least two service names")
-        return Parallel(tuple(names))
-    options = Section(s.data["choose"], s.key("choose"))
-    if len(options.data) < 1:
-        raise ModelError(f"{s.key('choose')}: expected service: weight pairs")
-    weights = tuple(options.number(str(n), strictly_positive=True) for n in options.data)
-    total = sum(weights)
-    return Choose(tuple(str(n) for n in options.data), tuple(w / total for w in weights))
-
-
 def _service(name: str, raw: Any, where: str) -> Service:
     s = Section(raw, where)
     s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "nodes", "handler", "wakeup",
@@ -227,7 +162,7 @@ def _service(name: str, raw: Any, where: str) -> Service:
     handler_raw = s.require("handler")
     if not isinstance(handler_raw, list) or not handler_raw:
         raise ModelError(f"{s.key('handler')}: expected a non-empty list of steps")
-    handler = tuple(_step(step, f"{s.key('handler')}[{i}]") for i, step in enumerate(handler_raw))
+    handler = tuple(parse_step(step, f"{s.key('handler')}[{i}]") for i, step in enumerate(handler_raw))
     return Service(
         name=name,
         handler=handler,
