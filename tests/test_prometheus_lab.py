@@ -5,11 +5,16 @@ A lab (both sidecars, one service) runs under a real Prometheus (configuration w
 exporter; fortio loads the lab for a few seconds and its result is stored as a run folder. The same model is then
 validated twice on the same topology: against that run folder, and against Prometheus's window of the same load.
 
-What must agree, and how closely: the measured percentiles within the Prometheus bucket they were interpolated in
-(one bucket's width: Envoy's downstream time starts and ends inside the client's sidecar, fortio's a loopback hop
-outside it), so the errors agree within that width over the measured value plus the simulator's own interval;
-the rate within 10 %; each process's CPU within the spread of the same window's two halves. And the percentile
-this code interpolates is the one Prometheus's ``histogram_quantile`` returns for the same buckets.
+What agrees, and how closely: the rate within 10 %; each process's CPU within the spread of the same window's two
+halves; the predictions (one model, topology and load) within the simulator's intervals; and the percentile this
+code interpolates is the one Prometheus's ``histogram_quantile`` returns for the same buckets.
+
+What does not, and is checked as such: the latency. Envoy's histogram times a request from its arrival in the
+client's sidecar to the response leaving it; fortio times it from its own send to its own receive. The sidecar's
+time is a part of fortio's, so each of its percentiles is at most fortio's (to its bucket's width), and the gap is
+not small: the client's own time and the sidecar's wake-up on each request. Measured here on a busy 2-core machine
+(2026-11-27): p50 0.94 ms in the client sidecar's histogram against 2.11 ms in fortio at 200 rps on 2 connections,
+0.99 against 3.91 ms at 1000 rps on 4, 13.8 against 33.4 ms at 200 rps on 2 while the machine was saturated. A Prometheus validation judges a model against the reporting proxy's view.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ pytestmark = pytest.mark.lab
 
 MODEL = "models/meshes/istio.yaml"
 REPO = Path(__file__).resolve().parents[1]
-RPS, CONNECTIONS, SECONDS = 200.0, 2, 6.0
+RPS, CONNECTIONS, SECONDS = 200.0, 4, 6.0
 READY_S = 60.0  # generous: the machine is shared
 
 
@@ -66,7 +71,7 @@ def _poll(what: str, check, deadline_s: float = READY_S):
 def _fortio_window(run_folder: Path) -> tuple[float, float]:
     """(start, end) in Unix seconds of fortio's timed load, from its result's StartTime and ActualDuration."""
     data = json.loads((run_folder / "fortio.json").read_text())
-    text = re.sub(r"(\.\d{6})\d+", r"\1", data["StartTime"]).replace("Z", "+00:00")
+    text = re.sub(r"\.(\d+)", lambda m: "." + m.group(1)[:6].ljust(6, "0"), data["StartTime"]).replace("Z", "+00:00")
     start = dt.datetime.fromisoformat(text).timestamp()
     return start, start + data["ActualDuration"] / 1e9
 
@@ -121,9 +126,14 @@ def _validations(measured):
     window = f"{int((end - start) * 1000)}ms"
     source = PrometheusSource(url, window, f"{end:.3f}", "envoy", source="client", destination="outbound")
     cores = load_run(folder).lab_host_cores
-    outcome = validate_prometheus(source, PrometheusPrediction(REPO / MODEL, "single", CONNECTIONS, replications=3,
-                                                               one_host_cores=cores), report)
-    return by_fortio, json.loads(outcome.text)["runs"][0], outcome.text
+    # the lab's plain Envoy has no telemetry filter: the model's default-on feature off, as the replay of the run
+    prediction = PrometheusPrediction(REPO / MODEL, "single", CONNECTIONS, features=("no-telemetry",), payload_bytes=0,
+                                      replications=3,
+                                      one_host_cores=cores)
+    outcome = validate_prometheus(source, prediction, report)
+    from meshsim.calibrate.validation.text_report import table
+
+    return by_fortio, json.loads(outcome.text)["runs"][0], table(outcome.validation)
 
 
 def test_prometheus_and_fortio_validations_of_one_run_agree(measured):
@@ -132,16 +142,21 @@ def test_prometheus_and_fortio_validations_of_one_run_agree(measured):
     for key in ("p50", "p90"):
         f, p = by_fortio["latency_ms"][key], by_prometheus["latency_ms"][key]
         lower, upper = p["resolution"]
-        width = upper - lower
         assert lower <= p["measured"] <= upper
-        assert abs(p["measured"] - f["measured"]) <= width, (key, p, f)
-        # the predictions differ only by the rate they were made for (measured vs requested) and the seed's noise
-        spread = max(hi - lo for lo, hi in (f["ci95"], p["ci95"]))
-        assert abs(p["predicted"] - f["predicted"]) <= spread, (key, p, f)
-        allowed = width / p["measured"] + spread / p["measured"]
-        assert abs(p["rel_error"] - f["rel_error"]) <= allowed, (key, p, f, allowed)
+        # Envoy times each request from its arrival in the client's sidecar to the response leaving it, a part of
+        # the time fortio sees for the same request: every percentile of it is at most fortio's (to its bucket).
+        # It is not the same time: the gap is the client's own time and the sidecar's wake-ups (module docstring).
+        assert 0.05 < p["measured"] <= f["measured"] + (upper - lower), (key, p, f)
+        # one model, one topology, one load on one host: the predictions differ by the rate they were made for
+        # (measured vs requested: alike unless fortio fell behind on a busy machine) and the simulation's noise
+        if by_fortio["achieved_rps"]["measured"] >= 0.95 * RPS:
+            spread = (f["ci95"][1] - f["ci95"][0] + p["ci95"][1] - p["ci95"][0]) / 2
+            assert abs(p["predicted"] - f["predicted"]) <= spread + 0.03 * f["predicted"], (key, p, f)
+    # the prediction is made for the rate Prometheus saw, which is the rate fortio achieved
     assert by_prometheus["achieved_rps"]["measured"] == pytest.approx(by_fortio["achieved_rps"]["measured"], rel=0.10)
-    assert "measured in bucket" in text
+    assert "measured in bucket" in text and "the reporting proxy's view" in text
+    print(f"p50 ms: fortio {by_fortio['latency_ms']['p50']['measured']}, client sidecar "
+          f"{by_prometheus['latency_ms']['p50']['measured']} in {by_prometheus['latency_ms']['p50']['resolution']}")
 
 
 def test_cpu_agrees_within_the_noise_of_the_same_run(measured):

@@ -37,6 +37,8 @@ class PrometheusPrediction:
     topology: str | Path
     connections: int | None = None  # None: an open load; N: fortio's closed load on N connections
     scope: str = "both"
+    features: tuple[str, ...] = ()  # NAME turns a feature on, no-NAME turns a default off (as predict's)
+    payload_bytes: int | None = None  # the responses' size, when known (Prometheus does not say); None: the topology's
     replications: int = 4
     sim_duration_s: float = 20.0
     seed: int = 1
@@ -55,7 +57,8 @@ class PrometheusPrediction:
         topology = load_topology(self.topology)
         if self.one_host_cores is not None:
             topology = on_one_host(topology, self.one_host_cores)
-        return PredictOptions(topology=topology, mesh=model, rps=rps, scope=self.scope,
+        return PredictOptions(topology=topology, mesh=model, rps=rps, scope=self.scope, features=tuple(self.features),
+                              payload_bytes=self.payload_bytes,
                               duration_s=min(window_s, self.sim_duration_s), replications=self.replications,
                               precision=None, seed=self.seed, **load)  # type: ignore[arg-type]
 
@@ -85,8 +88,10 @@ def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str
     latency = predicted_latency(pred, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})
     cpu, notes = _resources(window, pred)
     notes = [f"{window.requests:.0f} requests in the window; percentiles interpolated in the histogram's buckets as "
-             "histogram_quantile does, each known only to its bucket; a histogram keeps no maximum", *notes,
-             *simulator_notes(pred)]
+             "histogram_quantile does, each known only to its bucket; a histogram keeps no maximum",
+             "latency is the reporting proxy's view (from a request's arrival in it to the response leaving it): the "
+             "caller's own time and the proxy's wake-up before it reads a request are outside it, the prediction "
+             "is the caller's", *notes, *simulator_notes(pred)]
     saturation = pred.get("saturation_rps")
     status = "saturated" if pred.get("saturated") else "ok"
     return RunComparison(window.label, window.url, "held-out", status, setup, round(window.rps, 3), connections, latency,
@@ -109,7 +114,8 @@ def validate_prometheus(source: PrometheusSource, prediction: PrometheusPredicti
     say(f"    {window.rps:.1f} rps, {window.requests:.0f} requests; simulating {name} at that rate ...")
     pred = predict_options(prediction.options(model_path, window.rps, window.window_s)).to_dict()
     load = f"fortio c{prediction.connections}" if prediction.connections else "open load"
-    setup = f"{prediction.topology} scope {prediction.scope}, {load} at the measured rate" + (
+    features = f" +{'+'.join(prediction.features)}" if prediction.features else ""
+    setup = f"{prediction.topology} scope {prediction.scope}{features}, {load} at the measured rate" + (
         f", on one host of {prediction.one_host_cores:g} cores" if prediction.one_host_cores else "")
     v = Validation(str(model_path), name, [window_comparison(window, pred, setup, prediction.connections or 0)],
                    settings={"replications": prediction.replications, "sim_duration_s": prediction.sim_duration_s,

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from meshsim.cli.flags import comma_list
 from meshsim.cli.prometheus_flags import add_source_flags, given_without_url, source_of
 from meshsim.errors import MeshsimError
 from meshsim.outputs import print_result
@@ -48,6 +49,10 @@ def _register_prometheus(p: argparse.ArgumentParser) -> None:
                    "the measured rate (default: an open load)")
     g.add_argument("--scope", default="both", choices=("none", "server", "both"), help="where the sidecars are "
                    "(default %(default)s)")
+    g.add_argument("--features", type=comma_list, default=(), metavar="F,...", help="features of the traffic: NAME "
+                   "turns one on, no-NAME turns a default off (as predict's --features)")
+    g.add_argument("--payload", type=int, metavar="BYTES", help="the responses' size, when known (default: the "
+                   "topology's)")
     g.add_argument("--one-host", type=float, metavar="CORES", help="every process ran on one machine of CORES cores "
                    "(the lab): simulate their contention for them")
 
@@ -65,7 +70,8 @@ def run_prometheus(args: argparse.Namespace) -> int:
         raise MeshsimError("--prometheus: give --topology NAME|FILE (the call graph the traffic went through)")
     report = ReportOptions(html=args.html, as_json=args.json, fail_above=args.fail_above)
     source = source_of(args)
-    prediction = PrometheusPrediction(args.model, args.topology, args.connections, args.scope,
+    prediction = PrometheusPrediction(args.model, args.topology, args.connections, args.scope, args.features,
+                                      args.payload,
                                       4 if args.replications is None else args.replications,
                                       20.0 if args.sim_duration is None else args.sim_duration,
                                       1 if args.seed is None else args.seed, args.one_host)
@@ -109,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.prometheus:
         return run_prometheus(args)
-    stray = given_without_url(args, {"--connections": args.connections, "--one-host": args.one_host})
+    stray = given_without_url(args, {"--connections": args.connections, "--one-host": args.one_host,
+                                     "--features": args.features or None, "--payload": args.payload})
     if stray:
         raise MeshsimError(f"{stray}: applies only with --prometheus URL")
     if args.rows:
