@@ -196,3 +196,35 @@ def test_our_percentiles_are_prometheus_histogram_quantile(measured):
         theirs = _query(url, f"histogram_quantile({q}, sum by (le) (increase(envoy_http_downstream_rq_time_bucket"
                              f"{window.traffic}[{ms}ms])))", end)
         assert window.quantile(key).value == pytest.approx(float(theirs[0]["value"][1]), rel=1e-9), key
+
+
+def test_the_commands_read_the_same_window(measured, tmp_path):
+    """``meshsim validate --prometheus`` and ``meshsim fit --prometheus`` as a user runs them: the window's row is
+    kept in --rows-out even though a fit from one sidecar row alone is refused (it needs baseline rows)."""
+    import os
+    import sys
+
+    from meshsim.calibrate.measure.summary_rows import read_rows
+
+    _folder, url, start, end = measured
+    window = ["--prometheus", url, "--window", f"{int((end - start) * 1000)}ms", "--end", f"{end:.3f}",
+              "--metrics", "envoy", "--source", "client", "--destination", "outbound"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHSIM_PROMETHEUS_")}
+    validated = subprocess.run([sys.executable, "-m", "meshsim", "validate", *window, "--model", MODEL, "--topology",
+                                "single", "--connections", str(CONNECTIONS), "--features", "no-telemetry",
+                                "--replications", "2", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
+                               timeout=600)
+    assert validated.returncode == 0, validated.stderr
+    run = json.loads(validated.stdout)["runs"][0]
+    assert run["achieved_rps"]["measured"] > 0.5 * RPS and run["latency_ms"]["p50"]["resolution"]
+    rows = tmp_path / "rows.csv"
+    fitted = subprocess.run([sys.executable, "-m", "meshsim", "fit", *window, "--row-mode", "none_mtls_both",
+                             "--connections", str(CONNECTIONS), "--payload", "0", "--rows-out", str(rows),
+                             "--mesh", "lab", "--out", str(tmp_path / "lab.yaml")],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert fitted.returncode == 2 and "need baseline rows" in fitted.stderr.strip().splitlines()[-1], fitted.stderr
+    (row,), _ = read_rows([rows])
+    assert row.quantiles_s[0.5] * 1e3 == pytest.approx(run["latency_ms"]["p50"]["measured"], rel=1e-3)
+    assert row.rps == pytest.approx(run["achieved_rps"]["measured"], rel=1e-3)
+    assert set(row.cpu_cores) == {"client/sidecar", "server/sidecar"} and all(v > 0 for v in row.cpu_cores.values())
+    assert not (tmp_path / "lab.yaml").exists()
