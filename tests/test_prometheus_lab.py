@@ -192,6 +192,11 @@ def test_our_percentiles_are_prometheus_histogram_quantile(measured):
     ms = int((end - start) * 1000)
     window = measure_window(PrometheusApi(url), METRIC_SETS["envoy"], source="client", destination="outbound",
                             window_s=ms / 1000, end=end)
+    # a range query over the load: one point a second, their mean the window's rate
+    series = PrometheusApi(url).range(f"sum(rate(envoy_http_downstream_rq_total{window.traffic}[2s]))", start + 2,
+                                      end, 1.0)
+    points = [v for _t, v in series[0][1]]
+    assert len(points) >= 3 and sum(points) / len(points) == pytest.approx(window.rps, rel=0.25)
     for key, q in PERCENTILES.items():
         theirs = _query(url, f"histogram_quantile({q}, sum by (le) (increase(envoy_http_downstream_rq_time_bucket"
                              f"{window.traffic}[{ms}ms])))", end)
@@ -212,10 +217,11 @@ def test_the_commands_read_the_same_window(measured, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHSIM_PROMETHEUS_")}
     validated = subprocess.run([sys.executable, "-m", "meshsim", "validate", *window, "--model", MODEL, "--topology",
                                 "single", "--connections", str(CONNECTIONS), "--features", "no-telemetry",
-                                "--replications", "2", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
+                                "--replications", "2", "--json", "--html", str(tmp_path / "report.html")], cwd=REPO, env=env, capture_output=True, text=True,
                                timeout=600)
     assert validated.returncode == 0, validated.stderr
     run = json.loads(validated.stdout)["runs"][0]
+    assert "reporting proxy" in (tmp_path / "report.html").read_text()  # the HTML report carries the window's notes
     assert run["achieved_rps"]["measured"] > 0.5 * RPS and run["latency_ms"]["p50"]["resolution"]
     rows = tmp_path / "rows.csv"
     fitted = subprocess.run([sys.executable, "-m", "meshsim", "fit", *window, "--row-mode", "none_mtls_both",
