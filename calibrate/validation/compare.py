@@ -40,6 +40,9 @@ class Metric:
     measured: float
     predicted: float
     ci95: tuple[float, float] | None = None
+    # the measured value's bucket (lower, upper) when it was interpolated in a histogram (Prometheus): the
+    # measurement is only known to lie somewhere in it
+    resolution: tuple[float, float] | None = None
 
     @property
     def rel_error(self) -> float:
@@ -50,9 +53,12 @@ class Metric:
 
     def to_dict(self) -> dict[str, Any]:
         err = self.rel_error
-        return {"measured": _round(self.measured), "predicted": _round(self.predicted),
-                "ci95": [_round(v) for v in self.ci95] if self.ci95 else None,
-                "rel_error": None if not math.isfinite(err) else round(err, 4)}
+        out = {"measured": _round(self.measured), "predicted": _round(self.predicted),
+               "ci95": [_round(v) for v in self.ci95] if self.ci95 else None,
+               "rel_error": None if not math.isfinite(err) else round(err, 4)}
+        if self.resolution is not None:
+            out["resolution"] = [_round(v) for v in self.resolution]
+        return out
 
 
 def _round(x: float) -> float | None:
@@ -192,23 +198,42 @@ def _measured_latency(run: Run) -> tuple[dict[str, float], Observation]:
 
 # -- the comparison ------------------------------------------------------------------------------------------------
 
-def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str]) -> RunComparison:
-    measured, obs = _measured_latency(run)
+def predicted_latency(pred: Mapping[str, Any], measured: Mapping[str, float],
+                      resolution: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Metric]:
+    """Measured vs predicted for every latency key (ms), with the simulator's CI and the measurement's bucket."""
     lat = {}
     for key in LATENCY_KEYS:
         ci = pred["latency_ci95_ms"].get(key)
         ci_t = tuple(ci) if ci and all(v is not None for v in ci) else None
         value = pred["latency_ms"].get(key)
-        lat[key] = Metric(measured[key], float("nan") if value is None else float(value), ci_t)  # type: ignore[arg-type]
+        lat[key] = Metric(measured[key], float("nan") if value is None else float(value), ci_t,  # type: ignore[arg-type]
+                          (resolution or {}).get(key))
+    return lat
+
+
+def predicted_rate(pred: Mapping[str, Any], measured_rps: float) -> Metric:
     rps_ci = pred.get("achieved_rps_ci95")
-    achieved = Metric(run.result.actual_rps, float(pred["achieved_rps"]), tuple(rps_ci) if rps_ci else None)
+    return Metric(measured_rps, float(pred["achieved_rps"]), tuple(rps_ci) if rps_ci else None)
+
+
+def predicted_cdf(pred: Mapping[str, Any]) -> tuple[list[float], list[float]]:
+    q = pred["latency_cdf_ms"]
+    return [v for v in q["ms"] if v is not None], [lv for lv, v in zip(q["q"], q["ms"]) if v is not None]
+
+
+def simulator_notes(pred: Mapping[str, Any]) -> list[str]:
+    return [f"simulator: {w}" for w in pred.get("warnings", [])]
+
+
+def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str]) -> RunComparison:
+    measured, obs = _measured_latency(run)
+    lat = predicted_latency(pred, measured)
+    achieved = predicted_rate(pred, run.result.actual_rps)
     duration = run.result.duration_s
     cpu = {}
     for comp, seconds in sorted(run.manifest.cpu_seconds.items()):
         if duration > 0:
             cpu[comp] = Metric(seconds / duration, float(pred["cpu_cores"].get(comp, float("nan"))))
-    q = pred["latency_cdf_ms"]
-    predicted_cdf = ([v for v in q["ms"] if v is not None], [lv for lv, v in zip(q["q"], q["ms"]) if v is not None])
     s = run.manifest.setup
     setup = f"{s.topology} {s.path}" + (f" +{'+'.join(s.features)}" if s.features else "")
     if s.proxy_cpu_limit:
@@ -217,10 +242,10 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
         setup += f" w{s.proxy_workers}"
     status = "saturated" if run.status == "saturated" else "ok"
     notes = list(notes) + [f"run flagged saturated: {r}" for r in run.quality.reasons if status == "saturated"]
-    notes += [f"simulator: {w}" for w in pred.get("warnings", [])]
+    notes += simulator_notes(pred)
     return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
-                         pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf, tuple(notes),
+                         pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf(pred), tuple(notes),
                          dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes)
 
 
@@ -255,7 +280,7 @@ def _run_folders(folder: str | Path) -> list[Path]:
     return subs
 
 
-def _model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
+def read_validated_model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
     path = Path(model)
     problem = input_file_problem(path)
     if problem:
@@ -269,7 +294,7 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
     """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
     say = progress or (lambda _m: None)
     topology = options.topology
-    model_path, model_data, name = _model(options.model)
+    model_path, model_data, name = read_validated_model(options.model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
     calibration = model_data.get("calibration") or {}
     # a saturated calibration run was seen by the calibration (a measured capacity), so it is never held-out

@@ -54,7 +54,8 @@ def _row(c) -> str:  # type: ignore[no-untyped-def]
     for key in ("p50", "p99", "p999"):
         m = c.latency_ms[key]
         e = m.rel_error
-        cells.append(f"{m.measured:.3f} / {m.predicted:.3f} ({e * 100:+.0f} %)" if math.isfinite(e) else "-")
+        bucket = f", measured in bucket ({m.resolution[0]:g}, {m.resolution[1]:g}]" if m.resolution else ""
+        cells.append(f"{m.measured:.3f} / {m.predicted:.3f} ({e * 100:+.0f} %{bucket})" if math.isfinite(e) else "-")
     a = c.achieved_rps
     cells.append(f"{a.measured:.0f} / {a.predicted:.0f} ({a.rel_error * 100:+.0f} %)")
     return "<tr>" + "".join(f"<td>{_html.escape(x)}</td>" for x in cells) + "</tr>"
@@ -71,12 +72,14 @@ def write_html(v: Validation, path: Path) -> Path:
             "<th>p99 ms</th><th>p99.9 ms</th><th>rps</th></tr>")
     rows = "".join(_row(c) for c in v.comparisons)
     skipped = "".join(f"<li>{_html.escape(s)}</li>" for s in v.skipped)
+    notes = "".join(f"<li>{_html.escape(c.run_id)}: {_html.escape(n)}</li>" for c in v.comparisons for n in c.notes)
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>meshsim validate: {_html.escape(v.model_name)}"
             "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}</style></head><body>"
             f"<h1>meshsim validate: {_html.escape(v.model)}</h1><p>{_html.escape(summary_line(v)).replace(chr(10), '<br>')}</p>"
             f"<p>Runs marked fit were used to fit the model and are excluded from the summary"
             f"{' (included here: --include-fit-runs)' if v.include_fit_runs else ''}.</p>"
-            f"<table>{head}{rows}</table>" + (f"<h3>Skipped</h3><ul>{skipped}</ul>" if skipped else "")
+            f"<table>{head}{rows}</table>" + (f"<h3>Notes</h3><ul>{notes}</ul>" if notes else "")
+            + (f"<h3>Skipped</h3><ul>{skipped}</ul>" if skipped else "")
             + "".join(parts) + "</body></html>")
     return write_file(path, page, "html")

@@ -25,9 +25,19 @@ def _ci(m: Metric) -> str:
     return f"[{m.ci95[0]:.3f}, {m.ci95[1]:.3f}]"
 
 
+def _bucket(m: Metric) -> str:
+    """The measured value's bucket: a histogram percentile is known only to lie in it (the comparison's resolution)."""
+    if not m.resolution:
+        return ""
+    lo, hi = m.resolution
+    return f"  measured in bucket ({lo:g}, {hi:g}] ms"
+
+
 def table(v: Validation) -> str:
-    lines = [f"model {v.model} ({v.model_name}); {len(v.comparisons)} run(s) simulated with their own fortio "
-             f"workload, {v.settings.get('replications')} replications each"]
+    what = "Prometheus window(s) simulated at their measured rate" if "prometheus" in v.settings else \
+        "run(s) simulated with their own fortio workload"
+    lines = [f"model {v.model} ({v.model_name}); {len(v.comparisons)} {what}, "
+             f"{v.settings.get('replications')} replications each"]
     for c in v.comparisons:
         flag = "" if c.status == "ok" else " [SATURATED]"
         role = {"held-out": "HELD-OUT", "fit": "FIT (excluded)" if not v.include_fit_runs else "FIT",
@@ -39,7 +49,7 @@ def table(v: Validation) -> str:
         for key in LATENCY_KEYS:
             m = c.latency_ms[key]
             lines.append(f"  {LABELS[key] + ' ms':10} {_num(m.measured, 9)} {_num(m.predicted, 9)} "
-                         f"{_pct(m.rel_error):>7}  {_ci(m)}")
+                         f"{_pct(m.rel_error):>7}  {_ci(m)}{_bucket(m)}")
         a = c.achieved_rps
         lines.append(f"  {'rps':10} {_num(a.measured, 9, 1)} {_num(a.predicted, 9, 1)} {_pct(a.rel_error):>7}  "
                      + (f"[{a.ci95[0]:.1f}, {a.ci95[1]:.1f}]" if a.ci95 else ""))

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from meshsim.cli.flags import comma_list
+from meshsim.cli.prometheus_flags import add_source_flags, given_without_url, source_of
 from meshsim.errors import MeshsimError
 from meshsim.outputs import check_file, print_result
 
@@ -63,7 +64,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rows.add_argument("--proxy-workers", type=int, default=2, help="the rows' proxy worker threads (default 2)")
     rows.add_argument("--evaluations", type=int, default=240,
                       help="simulations per stage's search (default %(default)s; about 1 s each)")
+    _register_prometheus(p)
     p.set_defaults(handler=run)
+
+
+def _register_prometheus(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Prometheus (--prometheus): a window of a mesh's metrics, appended as a summary row to "
+                             "--rows-out, then fitted with the --rows given")
+    add_source_flags(g)
+    g.add_argument("--row-mode", metavar="MODE", help="what the window was, as a row's mode: none_mtls_both, "
+                   "v2-stats-nullvm_both, or a *_baseline mode for sidecars bypassed")
+    g.add_argument("--connections", type=int, metavar="N", help="the connections the window's traffic came on")
+    g.add_argument("--payload", type=int, default=1024, metavar="BYTES", help="its payload (default %(default)s)")
+    g.add_argument("--client-container", default="client/sidecar", help="the client sidecar's container label "
+                   "(default %(default)s, the lab's)")
+    g.add_argument("--server-container", default="server/sidecar", help="the server sidecar's container label "
+                   "(default %(default)s)")
+    g.add_argument("--rows-out", metavar="CSV", help="the CSV the window's row is appended to (made when missing)")
 
 
 def _balances(text: str) -> list[str]:
@@ -80,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.fit.families import Family
 
     check_file(args.out, "out")  # the command, unlike the library, does not make a missing folder
-    if args.rows:
+    stray = None if args.prometheus else given_without_url(args, {"--row-mode": args.row_mode, "--connections":
+                                                                  args.connections, "--rows-out": args.rows_out})
+    if stray:
+        raise MeshsimError(f"{stray}: applies only with --prometheus URL")
+    if args.prometheus or args.rows:
         return run_rows(args)
     if not args.run_dirs:
         raise MeshsimError("meshsim fit: give RUN_DIRs, or summary rows with --rows")
@@ -113,20 +134,41 @@ def run(args: argparse.Namespace) -> int:
 def run_rows(args: argparse.Namespace) -> int:
     """``meshsim fit --rows``: summary rows instead of run folders (calibrate/summary_fit.py)."""
     from meshsim.calibrate.fit.row_simulation import RowSettings
-    from meshsim.calibrate.summary_fit import fit_summary_rows
+    from meshsim.calibrate.summary_fit import fit_prometheus_window, fit_summary_rows
 
     if args.run_dirs:
-        raise MeshsimError("meshsim fit: give either RUN_DIRs or --rows, not both")
+        raise MeshsimError("meshsim fit: give either RUN_DIRs or --rows/--prometheus, not both")
     if args.proxy_workers < 1:
         raise MeshsimError(f"--proxy-workers: must be >= 1, got {args.proxy_workers}")
     if args.evaluations < 10:
         raise MeshsimError(f"--evaluations: must be >= 10, got {args.evaluations}")
     settings = RowSettings(jitter=args.jitter, fortio_version=args.fortio_version, fortio_warmup=args.fortio_warmup,
                            workers=args.proxy_workers)
-    fit = fit_summary_rows(args.rows, args.mesh, args.out, settings,
-                           progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True),
-                           reference_mode=args.reference_mode, balances=args.connection_balance,
-                           evaluations=args.evaluations, description=args.description or "",
-                           version=args.version_label or "")
+    fit_args = {"reference_mode": args.reference_mode, "balances": args.connection_balance,
+                "evaluations": args.evaluations, "description": args.description or "",
+                "version": args.version_label or ""}
+    if args.prometheus:
+        fit = fit_prometheus_window(*_prometheus_row(args), args.rows, args.mesh, args.out, settings, _progress,
+                                    **fit_args)
+    else:
+        fit = fit_summary_rows(args.rows, args.mesh, args.out, settings, _progress, **fit_args)
     print_result(fit.table())
     return 0
+
+
+def _progress(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr, flush=True)
+
+
+def _prometheus_row(args: argparse.Namespace) -> tuple[object, object, str]:
+    """(PrometheusSource, RowMeaning, rows_out) from the flags; each missing one named."""
+    from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning
+
+    for flag, value in (("--row-mode", args.row_mode), ("--connections", args.connections),
+                        ("--rows-out", args.rows_out)):
+        if value is None:
+            raise MeshsimError(f"--prometheus: give {flag}")
+    source = source_of(args)
+    meaning = RowMeaning(args.row_mode, args.connections, args.payload, args.client_container,
+                         args.server_container)
+    return source, meaning, args.rows_out

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
+from meshsim.cli.flags import comma_list
+from meshsim.cli.prometheus_flags import add_source_flags, given_without_url, source_of
 from meshsim.errors import MeshsimError
 from meshsim.outputs import print_result
 
@@ -31,11 +34,62 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "copied)")
     p.add_argument("--rows", action="append", default=[], metavar="CSV", help="summary rows (Istio's benchmark.csv) "
                    "instead of run folders, replayed as the model's fit (meshsim fit --rows) did; repeatable")
+    _register_prometheus(p)
     p.add_argument("--replications", type=int, help="simulator replications per run (default 4)")
     p.add_argument("--sim-duration", type=float, metavar="S",
                    help="cap on the simulated seconds per replication (default 20)")
     p.add_argument("--seed", type=int, help="(default 1)")
     p.set_defaults(handler=run)
+
+
+def _register_prometheus(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Prometheus (--prometheus): a time window of a mesh's metrics instead of run folders")
+    add_source_flags(g)
+    g.add_argument("--connections", type=int, metavar="N", help="simulate fortio's closed load on N connections at "
+                   "the measured rate (default: an open load)")
+    g.add_argument("--scope", default="both", choices=("none", "server", "both"), help="where the sidecars are "
+                   "(default %(default)s)")
+    g.add_argument("--features", type=comma_list, default=(), metavar="F,...", help="features of the traffic: NAME "
+                   "turns one on, no-NAME turns a default off (as predict's --features)")
+    g.add_argument("--payload", type=int, metavar="BYTES", help="the responses' size, when known (default: the "
+                   "topology's)")
+    g.add_argument("--one-host", type=float, metavar="CORES", help="every process ran on one machine of CORES cores "
+                   "(the lab): simulate their contention for them")
+
+
+def run_prometheus(args: argparse.Namespace) -> int:
+    """``meshsim validate --prometheus URL --window W``: one window of a mesh's metrics."""
+    from meshsim.calibrate.validation.prometheus_check import PrometheusPrediction, validate_prometheus
+    from meshsim.calibrate.validation.validate_options import ReportOptions
+
+    for flag, value in {"RUN_DIR": args.run_dirs, "--rows": args.rows, "--by": args.by,
+                        "--include-fit-runs": args.include_fit_runs}.items():
+        if value:
+            raise MeshsimError(f"--prometheus: {flag} does not apply to a Prometheus window")
+    if args.topology is None:
+        raise MeshsimError("--prometheus: give --topology NAME|FILE (the call graph the traffic went through)")
+    report = ReportOptions(html=args.html, as_json=args.json, fail_above=args.fail_above)
+    source = source_of(args)
+    prediction = PrometheusPrediction(args.model, args.topology, args.connections, args.scope, args.features,
+                                      args.payload,
+                                      4 if args.replications is None else args.replications,
+                                      20.0 if args.sim_duration is None else args.sim_duration,
+                                      1 if args.seed is None else args.seed, args.one_host)
+    return _printed(validate_prometheus(source, prediction, report, progress=_progress), "meshsim validate")
+
+
+def _progress(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr, flush=True)
+
+
+def _printed(outcome: Any, command: str) -> int:
+    """Print a validation's text and gate failures; its exit status (1 when the gate failed)."""
+    print_result(outcome.text)
+    for line in outcome.failures:
+        print(f"{command}: FAILED {line}", file=sys.stderr)
+    if outcome.output_error:
+        raise outcome.output_error
+    return 1 if outcome.failures else 0
 
 
 def run_rows(args: argparse.Namespace) -> int:
@@ -59,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     from meshsim.calibrate.validation.validate import validate
     from meshsim.calibrate.validation.validate_options import ReportOptions, ValidateOptions
 
+    if args.prometheus:
+        return run_prometheus(args)
+    stray = given_without_url(args, {"--connections": args.connections, "--one-host": args.one_host,
+                                     "--features": args.features or None, "--payload": args.payload})
+    if stray:
+        raise MeshsimError(f"{stray}: applies only with --prometheus URL")
     if args.rows:
         return run_rows(args)
     # a bad gate or column fails here, before any work
@@ -102,10 +162,5 @@ def run_lab(args: argparse.Namespace) -> int:
 
     report = ReportOptions(html=args.html, as_json=args.json, fail_above=args.fail_above)
     outcome = validate_lab_report(args.out, args.plan, mesh=args.mesh, report=report, replications=args.replications,
-                                  progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-    print_result(outcome.text)
-    for line in outcome.failures:
-        print(f"meshsim lab validate: FAILED {line}", file=sys.stderr)
-    if outcome.output_error:
-        raise outcome.output_error
-    return 1 if outcome.failures else 0
+                                  progress=_progress)
+    return _printed(outcome, "meshsim lab validate")

@@ -22,6 +22,7 @@ INSTALL_COMMANDS: dict[str, str] = {
     "kube-controller-manager": "bash tools/install/kube.sh",
     "jaeger": "bash tools/install/jaeger.sh",
     "kwok": "go install sigs.k8s.io/kwok/cmd/kwok@v0.8.0",
+    "prometheus": "bash tools/install/prometheus.sh",
     "etcd": "apt-get install -y etcd-server",
     "chromium": "apt-get install -y chromium chromium-driver",
     "chromedriver": "apt-get install -y chromium chromium-driver",

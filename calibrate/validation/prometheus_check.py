@@ -1,0 +1,126 @@
+"""``meshsim validate --prometheus URL --window 10m``: the prediction for the rate Prometheus saw, compared with
+the latency, rate, CPU and memory it saw, reported as ``meshsim validate`` reports fortio runs.
+
+The window (``prom_window``) gives the request rate, the latency histogram's increase and each container's CPU and
+mean working set. The model is simulated on the given topology at that rate: an open (Poisson) load, or fortio's
+closed load when ``connections`` says how many connections the traffic came on. Each measured percentile carries
+its bucket, shown beside its error: a percentile from buckets (1, 5] ms is known to that bucket and no better.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf
+from meshsim.calibrate.measure.prometheus.prom_source import PrometheusSource
+from meshsim.calibrate.measure.prometheus.prom_window import PERCENTILES, WindowMeasure
+from meshsim.calibrate.validation.compare import Metric, RunComparison, Validation, predicted_cdf, \
+    predicted_latency, predicted_rate, read_validated_model, simulator_notes
+from meshsim.calibrate.validation.replay import on_one_host
+from meshsim.calibrate.validation.validate import Outcome, render
+from meshsim.catalog import load_topology
+from meshsim.calibrate.validation.validate_options import ReportOptions
+from meshsim.errors import FieldError
+from meshsim.outputs import check_file
+from meshsim.progress import Progress
+from meshsim.request import PredictOptions
+
+
+@dataclass(frozen=True)
+class PrometheusPrediction:
+    """How the window's traffic is simulated."""
+
+    model: str | Path
+    topology: str | Path
+    connections: int | None = None  # None: an open load; N: fortio's closed load on N connections
+    scope: str = "both"
+    features: tuple[str, ...] = ()  # NAME turns a feature on, no-NAME turns a default off (as predict's)
+    payload_bytes: int | None = None  # the responses' size, when known (Prometheus does not say); None: the topology's
+    replications: int = 4
+    sim_duration_s: float = 20.0
+    seed: int = 1
+    one_host_cores: float | None = None  # every process on one machine of this many cores (the lab), as replays do
+
+    def __post_init__(self) -> None:
+        if self.one_host_cores is not None and not 0 < self.one_host_cores < math.inf:
+            raise FieldError("one_host_cores", f"must be > 0 cores, got {self.one_host_cores}")
+        if self.connections is not None and self.connections < 1:
+            raise FieldError("connections", f"must be >= 1, got {self.connections}")
+        if self.replications < 2:
+            raise FieldError("replications", f"need >= 2 for a confidence interval, got {self.replications}")
+
+    def options(self, model: Path, rps: float, window_s: float) -> PredictOptions:
+        load = {"load": "fortio", "connections": self.connections} if self.connections else {"load": "open"}
+        topology = load_topology(self.topology)
+        if self.one_host_cores is not None:
+            topology = on_one_host(topology, self.one_host_cores)
+        return PredictOptions(topology=topology, mesh=model, rps=rps, scope=self.scope, features=tuple(self.features),
+                              payload_bytes=self.payload_bytes,
+                              duration_s=min(window_s, self.sim_duration_s), replications=self.replications,
+                              precision=None, seed=self.seed, **load)  # type: ignore[arg-type]
+
+
+def _resources(window: WindowMeasure, pred: Mapping[str, Any]) -> tuple[dict[str, Metric], list[str]]:
+    """CPU of the containers the prediction knows (cores), and notes: memory beside the prediction's, and how many
+    measured containers the model has no counterpart for."""
+    predicted_cpu = pred.get("cpu_cores") or {}
+    cpu = {k: Metric(v, float(predicted_cpu[k])) for k, v in sorted(window.cpu_cores.items()) if k in predicted_cpu}
+    notes = []
+    predicted_memory = pred.get("memory_mb") or {}
+    for name, mb in sorted(window.memory_mb.items()):
+        if name in predicted_memory:
+            notes.append(f"memory {name}: mean working set {mb:.1f} MB measured, {predicted_memory[name]:.1f} MB "
+                         "predicted")
+    unmatched = sorted(set(window.cpu_cores) - set(cpu))
+    if unmatched:
+        notes.append(f"{len(unmatched)} measured container(s) not in the model's components, not compared "
+                     f"(e.g. {unmatched[0]})")
+    return cpu, notes
+
+
+def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str, connections: int) -> RunComparison:
+    """The window as one compared run: percentiles from buckets (with their bounds), rate, CPU, memory."""
+    quantiles = {key: window.quantile(key) for key in PERCENTILES}
+    measured = {key: q.value for key, q in quantiles.items()} | {"max": math.nan}  # a histogram keeps no maximum
+    latency = predicted_latency(pred, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})
+    cpu, notes = _resources(window, pred)
+    notes = [f"{window.requests:.0f} requests in the window; percentiles interpolated in the histogram's buckets as "
+             "histogram_quantile does, each known only to its bucket; a histogram keeps no maximum",
+             "latency is the reporting proxy's view (from a request's arrival in it to the response leaving it): the "
+             "caller's own time and the proxy's wake-up before it reads a request are outside it, the prediction "
+             "is the caller's", *notes, *simulator_notes(pred)]
+    saturation = pred.get("saturation_rps")
+    status = "saturated" if pred.get("saturated") else "ok"
+    return RunComparison(window.label, window.url, "held-out", status, setup, round(window.rps, 3), connections, latency,
+                         predicted_rate(pred, window.rps), cpu, saturation, pred.get("bottleneck", ""),
+                         bucket_cdf(window.buckets_ms), predicted_cdf(pred), tuple(notes),
+                         dict(pred.get("time_breakdown_ms") or {}))
+
+
+def validate_prometheus(source: PrometheusSource, prediction: PrometheusPrediction,
+                        report: ReportOptions = ReportOptions(), progress: Progress | None = None) -> Outcome:
+    """Read the window, predict at its rate, compare, and render as ``meshsim validate`` does."""
+    from meshsim.sim.experiments.predict import predict_options
+
+    say = progress or (lambda _m: None)
+    if report.html is not None:
+        check_file(report.html, "html")
+    model_path, _data, name = read_validated_model(prediction.model)
+    say(f"reading {source.window} of {source.metrics} metrics from {source.url} ...")
+    window = source.read()
+    say(f"    {window.rps:.1f} rps, {window.requests:.0f} requests; simulating {name} at that rate ...")
+    pred = predict_options(prediction.options(model_path, window.rps, window.window_s)).to_dict()
+    load = f"fortio c{prediction.connections}" if prediction.connections else "open load"
+    features = f" +{'+'.join(prediction.features)}" if prediction.features else ""
+    setup = f"{prediction.topology} scope {prediction.scope}{features}, {load} at the measured rate" + (
+        f", on one host of {prediction.one_host_cores:g} cores" if prediction.one_host_cores else "")
+    v = Validation(str(model_path), name, [window_comparison(window, pred, setup, prediction.connections or 0)],
+                   settings={"replications": prediction.replications, "sim_duration_s": prediction.sim_duration_s,
+                             "seed": prediction.seed, "topology": str(prediction.topology),
+                             "prometheus": {"url": window.url, "metrics": window.metrics.family,
+                                            "traffic": window.traffic, "window_s": window.window_s,
+                                            "end": window.end}})
+    return render(v, report)
