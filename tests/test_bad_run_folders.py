@@ -85,6 +85,7 @@ def test_fortio_json_with_strings_for_numbers(tmp_path: Path, key, value, needle
     ("setup.features", 3, "manifest.yaml: setup.features: expected a list of feature names, got 3"),
     ("files", {"result": "../../../etc/hostname"}, "files.result: must be a file name inside the run folder"),
     ("files", {"result": "/etc/hostname"}, "files.result: must be a file name inside the run folder"),
+    ("files", {"result": "\n"}, "files.result: must be a file name inside the run folder"),  # one line, found by hypothesis
 ])
 def test_manifest_with_wrong_types(tmp_path: Path, key: str, value, needle: str) -> None:
     folder = good_run(tmp_path)
