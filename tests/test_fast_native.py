@@ -70,7 +70,7 @@ def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_
     assert len(heard) == 1 and "could not build the native loop" in heard[0] and "JIT" in heard[0], heard
     assert fast_native.failure_marker(tmp_path).exists() and not fast_native.native_ready(tmp_path)
 
-    fast_native._LOADED.clear()  # a later process: the marker, no second attempt, no second line
+    fast_native.forget_loaded_loop(tmp_path)  # a later process: the marker, no second attempt, no second line
     again = fast_native.compiled_loop(tmp_path, say=heard.append)
     assert again is loop and len(heard) == 1
 
@@ -79,7 +79,7 @@ def test_the_installed_numba_still_ships_its_ahead_of_time_compiler() -> None:
     """numba.pycc builds the native module: pending deprecation since numba 0.57, still in 0.68.1, with no supported
     successor yet (sim/fast/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
     then pays numba's import: this fails so that the suite notices such a numba."""
-    assert fast_native._pycc().__module__.startswith("numba.pycc")
+    assert fast_native.pycc_compiler().__module__.startswith("numba.pycc")
 
 
 def test_without_numbas_pycc_the_loop_falls_back_to_the_jit_and_says_why(tmp_path, monkeypatch) -> None:
@@ -105,10 +105,10 @@ def test_a_stale_module_is_never_loaded_its_name_follows_the_kernels_source(tmp_
 
 def test_the_jit_can_be_chosen_by_environment(monkeypatch) -> None:
     monkeypatch.setenv(fast_native.FALLBACK_ENV, "0")
-    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+    fast_native.forget_loaded_loop(Path("/nonexistent-dir"))
     loop = fast_native.compiled_loop(Path("/nonexistent-dir"))
     assert hasattr(loop, "py_func") and not Path("/nonexistent-dir").exists()
-    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+    fast_native.forget_loaded_loop(Path("/nonexistent-dir"))
 
 
 def test_the_native_module_is_where_numba_caches(tmp_path, monkeypatch) -> None:

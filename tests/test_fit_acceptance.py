@@ -49,7 +49,7 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
     """The retry policy of ``validate_lab`` (the lab itself is exercised by tests/test_validate_lab.py): a refused
     fit measures the plan again into a fresh folder, once; a second refusal is the answer."""
     from meshsim.calibrate.fit.acceptance import FitRefused
-    from meshsim.calibrate.validation.lab_loop import PLANS, _calibrate
+    from meshsim.calibrate.validation.lab_loop import PLANS, calibrate_with_one_retry
 
     folders: list[Path] = []
 
@@ -63,11 +63,11 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
         return calibrate_lab
 
     lines: list[str] = []
-    cal = _calibrate(refusing(1), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+    cal = calibrate_with_one_retry(refusing(1), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
     assert folders == [tmp_path / "calibration", tmp_path / "calibration-again"]
     assert cal.run_dirs == (tmp_path / "calibration-again" / "run-1",)
     assert any("calibration/run-1" in line and "once more" in line for line in lines)
     folders.clear()
     with pytest.raises(FitRefused):
-        _calibrate(refusing(2), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+        calibrate_with_one_retry(refusing(2), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
     assert len(folders) == 2

@@ -49,10 +49,10 @@ def test_a_worker_builds_the_setup_once() -> None:
     job = _job()
     # what a forked worker's initializer does with the job, here in this process (the rest of it, its signals and
     # its parent's death, belongs in a child)
-    replication_runs._serve(job)
-    first = replication_runs._run_in_worker(0)
+    replication_runs.serve_in_this_process(job)
+    first = replication_runs.run_served_replication(0)
     setup = fast_setup(*job[:3])
-    second = replication_runs._run_in_worker(1)
+    second = replication_runs.run_served_replication(1)
     assert fast_setup(*job[:3]) is setup
     assert not np.array_equal(first.latencies[:20], second.latencies[:20])
 

@@ -86,9 +86,9 @@ def test_the_cache_key_follows_the_content_not_the_name(tmp_path: Path) -> None:
     assert point_key(options) == point_key(small_grid().points()[0].options)
     assert point_key(options) != point_key(options.with_changes(rps=201.0))
     edited = tmp_path / "single.yaml"
-    from meshsim.catalog import _builtin_file  # the shipped file, copied and changed by one byte of comment
+    from meshsim.catalog import builtin_file  # the shipped file, copied and changed by one byte of comment
 
-    text = _builtin_file("topologies", "single").read_text(encoding="utf-8")  # type: ignore[union-attr]
+    text = builtin_file("topologies", "single").read_text(encoding="utf-8")  # type: ignore[union-attr]
     edited.write_text(text, encoding="utf-8")
     same = small_grid(topologies=(str(edited),)).points()[0].options
     edited.write_text(text + "\n# changed\n", encoding="utf-8")

@@ -113,7 +113,7 @@ def validate_lab(
     """Calibrate (``calibrate_lab``), measure the held-out runs, validate; every run and the model stay in out_dir.
 
     Layout: ``OUT/calibration/<run>`` (and ``OUT/calibration-again/<run>`` when the fit refused a run, see
-    :func:`_calibrate`), ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
+    :func:`calibrate_with_one_retry`), ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
     """
     from meshsim.calibrate.lab_calibration import calibrate_lab
 
@@ -126,7 +126,7 @@ def validate_lab(
     started = time.monotonic()
     model = out / f"{mesh}.yaml"
     say(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} rps, c=1")
-    cal = _calibrate(calibrate_lab, plan, mesh, out, model, say)
+    cal = calibrate_with_one_retry(calibrate_lab, plan, mesh, out, model, say)
     held = measure_held_out(plan, out / "held-out", mesh, say)
     say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
     validation = validate_runs(ValidateOptions(model, (*cal.run_dirs, *held), replications=replications, seed=seed),
@@ -135,7 +135,7 @@ def validate_lab(
                          tuple(cal.ladder))
 
 
-def _calibrate(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,
+def calibrate_with_one_retry(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,
                say: Progress) -> Any:
     """The plan's calibration; measured once more, into a fresh folder, when the fit refuses a run. A lab run on a
     shared machine can catch a transient (a descheduled Envoy, a page-cache flush) that no candidate distribution

@@ -133,7 +133,7 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
     say = on_point or (lambda _done, _total: None)
     interrupted = ""
     failed: OutputError | None = None
-    runner = _dask_rows if client is not None else _local_rows
+    runner = _dask_rows if client is not None else rows_in_local_processes
     finished: Rows | None = None
     try:
         if todo and uses_compiled_engine(build_request(points[i].options) for i in todo):
@@ -177,7 +177,7 @@ def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.Data
     return pd.DataFrame.from_records(records)
 
 
-def _local_rows(options: list[PredictOptions], indices: list[int], processes: Any,
+def rows_in_local_processes(options: list[PredictOptions], indices: list[int], processes: Any,
                 ) -> Rows:
     """Points in forked processes; an interrupt terminates them before it propagates."""
     if not options:

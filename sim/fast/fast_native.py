@@ -113,6 +113,11 @@ def compiled_loop(directory: Path | None = None, say: Callable[[str], None] | No
     return _LOADED[key]
 
 
+def forget_loaded_loop(directory: Path | None = None) -> None:
+    """The next ``compiled_loop(directory)`` loads the loop again, as a new process would."""
+    _LOADED.pop(str(directory), None)
+
+
 def jit_loop() -> Loop:
     """``run`` on numba's JIT (compiled once into numba's disk cache)."""
     from meshsim.sim.fast import fast_kernels
@@ -175,7 +180,7 @@ def _compile(path: Path) -> None:
     saved in numba's JIT cache on the way). Written under a temporary name, then renamed: never half a module."""
     import shutil
 
-    compiler = _pycc()
+    compiler = pycc_compiler()
     run = jit_loop()
 
     def entry(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):  # noqa: N803 (the kernels' array names)
@@ -196,7 +201,7 @@ def _compile(path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _pycc() -> type:
+def pycc_compiler() -> type:
     """numba.pycc's CC, without its pending-deprecation warning (the module docstring says why pycc is used)."""
     import warnings
 
