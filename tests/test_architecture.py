@@ -220,8 +220,6 @@ MAX_MODULE_LINES = 400
 LONG_MODULES = {
     "sim/fast/fast_kernels.py": "the compiled loop: numba's on-disk cache and the native module's name are keyed on "
                                 "this one file, and its jitted functions call each other",
-    "sim/engine/system.py": "one concept, the wired System and a request's path through it, which "
-                            "sim/fast/fast_program.py lowers op for op",
 }
 
 

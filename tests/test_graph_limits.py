@@ -24,7 +24,7 @@ from meshsim.cli import main
 from meshsim.errors import ModelError
 from meshsim.topology import Call, Compute, Parallel, Service, callees_first
 from meshsim.distributions import Deterministic
-from meshsim.sim.engine.system import nested
+from meshsim.sim.engine.nested_calls import nested
 
 NETWORK = {"loopback": 0.01, "same_node": 0.05, "cross_node": 0.2, "bandwidth_gbps": 10}
 # Peak memory a prediction may take: the interpreter with numpy, SimPy and the compiled loop (~50-60 MB for chain3),
