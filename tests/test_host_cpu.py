@@ -25,7 +25,7 @@ from meshsim.sim.engine.system import System
 from meshsim.topology import Client, KernelCpu, Network, load_topology_text
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from simkit import NO_NETWORK, ZERO, plain, station_topology
-from test_sim_theory import REPS, SEED, _assert_theory, engine, erlang_c_wait  # noqa: F401 (engine: a fixture)
+from test_queueing_theory import REPS, SEED, _assert_theory, engine, erlang_c_wait  # noqa: F401 (engine: a fixture)
 
 MS = 1e-3
 
