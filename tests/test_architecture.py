@@ -153,8 +153,9 @@ def _private_names_defined(tree: ast.AST) -> set[str]:
 
 
 def _private_reaches(trees: dict[str, ast.AST]) -> list[str]:
-    """``from x import _name`` of a meshsim module, and ``obj._name`` where ``_name`` is defined by another meshsim
-    module and not by this one (``system._route(...)`` from outside sim/engine/system.py)."""
+    """``from x import _name`` of a meshsim module (or of a test module beside the importing test), and ``obj._name``
+    where ``_name`` is defined by another meshsim module and not by this one (``system._route(...)`` from outside
+    sim/engine/system.py)."""
     defined = {module: _private_names_defined(tree) for module, tree in trees.items()}
     elsewhere: dict[str, set[str]] = {}
     for module, names in defined.items():
@@ -163,7 +164,8 @@ def _private_reaches(trees: dict[str, ast.AST]) -> list[str]:
     found = []
     for module, tree in trees.items():
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("meshsim"):
+            if isinstance(node, ast.ImportFrom) and ((node.module or "").startswith("meshsim")
+                                                     or f"tests.{node.module}" in trees):
                 found.extend(f"{module}:{node.lineno} from {node.module} import {a.name}" for a in node.names
                              if a.name.startswith("_") and not a.name.endswith("__"))
             elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__") \
@@ -213,6 +215,9 @@ def test_the_private_name_checker_sees_both_reaches() -> None:
     caller = ast.parse("from meshsim.sim.engine.system import _helper\n\ndef f(system):\n    return system._route()\n")
     found = _private_reaches({"meshsim.owner": owner, "meshsim.caller": caller})
     assert len(found) == 2 and "import _helper" in found[0] and "._route (private to meshsim.owner)" in found[1]
+    helper, test = ast.parse("def _fresh():\n    return 1\n"), ast.parse("from bench_x import _fresh\n")
+    found = _private_reaches({"tests.bench_x": helper, "tests.test_y": test})
+    assert found == ["tests.test_y:1 from bench_x import _fresh"]
 
 
 MAX_MODULE_LINES = 400
