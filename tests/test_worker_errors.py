@@ -23,7 +23,7 @@ def test_errors_with_more_than_a_message_survive_pickling() -> None:
 def test_a_point_refused_inside_a_sweep_worker_comes_back_as_its_error() -> None:
     """Past the up-front check (called here directly), a worker's own refusal reaches the parent as itself."""
     from meshsim.request import PredictOptions
-    from meshsim.sim.experiments.sweep_runs import rows_in_local_processes
+    from meshsim.sim.experiments.sweep_points import rows_in_local_processes
 
     point = PredictOptions(topology="single", mesh="none", rps=1e9, replications=1, processes=1, saturation=False)
     with pytest.raises(FieldError) as info:

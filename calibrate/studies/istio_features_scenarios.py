@@ -114,7 +114,7 @@ def run_means(jobs: list[PredictOptions], processes: int | None) -> list[float]:
 
 
 def _mean_ms(job: PredictOptions) -> float:
-    from meshsim.sim.experiments.factorial_runs import metric_of
+    from meshsim.sim.experiments.factorial_replications import metric_of
     from meshsim.sim.experiments.predict import predict_options
 
     return metric_of(predict_options(job), "mean_ms")

@@ -38,7 +38,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.engine_choice import load_compiled_engine
 from meshsim.sim.experiments.predict import check_request, predict_options, uses_compiled_engine
-from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.replication_workers import stop_workers
 from meshsim.sim.experiments.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import NO_FEATURES, SweepGrid, SweepPoint
 
