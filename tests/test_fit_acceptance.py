@@ -60,7 +60,7 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
     folders: list[Path] = []
 
     def refusing(times: int):
-        def calibrate_lab(plan, say):
+        def calibrate_lab(plan, report_progress):
             out_dir = plan.out_dir
             folders.append(out_dir)
             if len(folders) <= times:

@@ -130,7 +130,7 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
             rows[index] = cached
     todo = [i for i in range(len(points)) if i not in rows]
     cached = len(rows)
-    say = on_point or (lambda _done, _total: None)
+    report_progress = on_point or (lambda _done, _total: None)
     interrupted = ""
     failed: OutputError | None = None
     runner = _dask_rows if client is not None else rows_in_local_processes
@@ -141,12 +141,12 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
                 load_compiled_engine(progress)  # once, here: the local workers fork with it loaded
             else:
                 _load_compiled_on_workers(client, progress)
-        say(len(rows), len(points))
+        report_progress(len(rows), len(points))
         finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
             rows[index] = row
             cache.put(keys[index], row)
-            say(len(rows), len(points))
+            report_progress(len(rows), len(points))
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
     except OutputError as exc:  # the cache cannot take a point (a full disk): the finished ones still go to out
