@@ -14,7 +14,7 @@ from meshsim.errors import MeshsimError
 from meshsim.progress import Progress
 
 
-def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
     """With bursts among the runs, each side's fraction of a pass that holds its worker, fitted by simulation (the
     server-only bursts give the inbound side, both sidecars then the outbound), bounded by the CPU-based fraction
     where the runs measured the proxy's CPU: a pass holds its worker only as long as it computes. A model whose
@@ -34,22 +34,22 @@ def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[
                          "measured CPU per request (proxy.sides)")
         return
     if not bursts:
-        apply_prior(model, notes, say)
+        apply_prior(model, notes, report_progress)
         return
-    say(f"fitting the held fraction of a pass by simulation from {len(burst_runs(usable))} burst runs ...")
+    report_progress(f"fitting the held fraction of a pass by simulation from {len(burst_runs(usable))} burst runs ...")
     with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
-        fits = fit_held_fraction(model, usable, Path(work), progress=say, bounds=cpu_bounds(model))
+        fits = fit_held_fraction(model, usable, Path(work), progress=report_progress, bounds=cpu_bounds(model))
     apply_held_fraction(model, fits, notes)
 
 
-def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
     """``cluster.wakeup``: how the cluster's apps wake after idling, from baseline runs at idle gaps far enough
     apart (one connection and a burst of connections at one rate, or one connection at several rates); replays of
     burst runs (the held fraction) then see the baseline a burst really has."""
     from meshsim.calibrate.load.baseline_wake import fit_baseline_wake
 
     with tempfile.TemporaryDirectory(prefix="meshsim-wake-") as work:
-        fit = fit_baseline_wake(model, usable, Path(work), progress=say)
+        fit = fit_baseline_wake(model, usable, Path(work), progress=report_progress)
     if fit is None:
         notes.append("cluster.wakeup not fitted: no two baseline runs at idle gaps far enough apart")
         return
@@ -60,7 +60,7 @@ def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list
     notes.append(f"cluster.wakeup: delay {fit.delay_ms:g} ms, tau {fit.tau_ms:g} ms, from {', '.join(fit.runs)}")
 
 
-def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str], say: Progress) -> None:
+def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
     """``calibration.network_hop``: the hop of the baseline runs' (shipped) topology that makes its simulated baseline
     reproduce their percentiles up to p99.9; a topology that does not describe the runs is noted, not fatal."""
     from meshsim.calibrate.fit.network_hop_fit import baseline_runs_for_hop, fit_network_hop
@@ -69,7 +69,7 @@ def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[st
     if not chosen:
         return
     try:
-        fitted = fit_network_hop(usable, topology=_on_fitted_cluster(model, chosen), progress=say)
+        fitted = fit_network_hop(usable, topology=_on_fitted_cluster(model, chosen), progress=report_progress)
     except MeshsimError as exc:
         notes.append(f"network hop not fitted: {exc}")
         return

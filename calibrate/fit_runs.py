@@ -173,24 +173,24 @@ def fit_runs(
     ``connection_balance``: how the proxy's listener hands connections to its workers (a fact of its version, see
     ``meshsim.mesh.BALANCE``); the replays of bursts and idle gaps use it.
     """
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     if out is not None:  # checked before minutes of fitting, not after
         check_file(out, "out", parents=True)
     if report_dir is not None:
         check_folder(report_dir, "report")
-    batch = load_runs(run_dirs, progress=say)
+    batch = load_runs(run_dirs, progress=report_progress)
     check_fit_names(mesh, batch.runs, default_features, feature_descriptions or {})
     summary = FitSummary(mesh, None, [], errors=list(batch.errors))
-    usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, say)
+    usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, report_progress)
     ref_rps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
-        say(f"reference rate {ref_rps} rps, one connection; {len(other_runs)} other runs (other rates or more "
+        report_progress(f"reference rate {ref_rps} rps, one connection; {len(other_runs)} other runs (other rates or more "
             "connections) used for load dependence")
     workers = Counter(r.manifest.setup.proxy_workers for r in usable if r.manifest.setup.proxy_workers)
     n_workers = workers.most_common(1)[0][0] if workers else 2
     extra = load_dependence.baseline_dependence(usable)
     fams = families or candidates()
-    decomp = decompose(ref_runs, fams, say)
+    decomp = decompose(ref_runs, fams, report_progress)
     check_identified(decomp, ref_runs)
     replay = load_dependence.wake_runs(usable)
     if other_runs and replay:
@@ -198,11 +198,11 @@ def fit_runs(
             return _assemble(mesh, with_decomp, with_extra, usable, n_workers, ref_rps, other_runs, [], [],
                              default_features, feature_descriptions, version, description, connection_balance)
 
-        decomp = fit_wakeups_on_replays(assemble, decomp, replay, usable, ref_runs, other_runs, extra, fams, say)
+        decomp = fit_wakeups_on_replays(assemble, decomp, replay, usable, ref_runs, other_runs, extra, fams, report_progress)
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description, connection_balance)
-    _add_beyond_passes(model, batch.runs, usable, summary.notes, say, network_hop)
+    _add_beyond_passes(model, batch.runs, usable, summary.notes, report_progress, network_hop)
     # after the held fractions, which decide how much of a feature's increment is already CPU
     apply_feature_cpu(model.get("features") or {}, model.get("proxy"), feature_increments(decomp), usable,
                       summary.notes)
@@ -214,11 +214,11 @@ def fit_runs(
     if out is not None:
         summary.out = write_model(model, out)
     if (refine or check) and summary.out is not None:
-        _refine_and_check(summary, summary.out, ref_runs, refine, check, say)
+        _refine_and_check(summary, summary.out, ref_runs, refine, check, report_progress)
     if report_dir is not None:
         from meshsim.calibrate.fit.fit_report import write_report
 
-        summary.report_files = write_report(decomp, Path(report_dir), say)
+        summary.report_files = write_report(decomp, Path(report_dir), report_progress)
     return summary
 
 
@@ -240,16 +240,16 @@ def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary
 
 
 def _add_beyond_passes(model: dict[str, Any], runs: Sequence[Run], usable: Sequence[Run], notes: list[str],
-                       say: Progress, network_hop: bool) -> None:
+                       report_progress: Progress, network_hop: bool) -> None:
     """What the runs show beyond the passes: measured capacities, the cluster's wake-up (before the burst replays
     that need it), each side's held fraction, the cluster's network hop."""
     saturated = saturated_runs(runs, usable)
     if saturated:
         model["calibration"]["saturated_runs"] = saturated
-    add_cluster_wakeup(model, usable, notes, say)
-    add_held_fraction(model, usable, notes, say)
+    add_cluster_wakeup(model, usable, notes, report_progress)
+    add_held_fraction(model, usable, notes, report_progress)
     if network_hop:
-        add_network_hop(model, usable, notes, say)
+        add_network_hop(model, usable, notes, report_progress)
     if model.get("cluster"):
         model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
                                       "this model use them in place of the topology's (predict --cluster topology "
@@ -270,30 +270,30 @@ def saturated_runs(runs: Sequence[Run], usable: Sequence[Run]) -> list[dict[str,
             for r in runs if r.status == "saturated" and r.id not in fitted]
 
 
-def _same_payload(usable: list[Run], summary: FitSummary, say: Progress) -> list[Run]:
+def _same_payload(usable: list[Run], summary: FitSummary, report_progress: Progress) -> list[Run]:
     """The runs at the reference payload; the others are noted and left out."""
     payload, other_payload = _reference_payload(usable)
     if not other_payload:
         return usable
     note = (f"runs at payloads other than {payload} B not used for the passes (the per-KB cost is not fitted): "
             + ", ".join(r.id for r in other_payload))
-    say(note)
+    report_progress(note)
     summary.notes.append(note)
     return [r for r in usable if r not in other_payload]
 
 
 def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[Run], refine: bool, check: bool,
-                      say: Progress) -> None:
+                      report_progress: Progress) -> None:
     """Refine the written model's pass shifts by simulation and/or simulate every reference run with it."""
     from meshsim.calibrate.fit import sim_check as simcheck
 
     with tempfile.TemporaryDirectory(prefix="meshsim-fit-") as work:
         if refine:
-            changes = simcheck.refine(model_file, ref_runs, model_file, Path(work), progress=say)
+            changes = simcheck.refine(model_file, ref_runs, model_file, Path(work), progress=report_progress)
             summary.notes.append("refined by simulation: pass shift changes (ms) " +
                                  ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
         if check:
-            summary.checks = simcheck.simulate_runs(model_file, ref_runs, Path(work), progress=say)
+            summary.checks = simcheck.simulate_runs(model_file, ref_runs, Path(work), progress=report_progress)
 
 
 def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: float | None,

@@ -73,7 +73,7 @@ class _Measurer:
 
     out_dir: Path
     state_dir: Path
-    say: Progress
+    report_progress: Progress
     stored: StoredProbes | None
     runs: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
@@ -91,11 +91,11 @@ class _Measurer:
                 continue
             self.runs.append(folder)
             self.skipped.append(folder)
-            self.say(f"    resume: skipped {settings.rps:g} rps c={settings.connections} {settings.payload_bytes} B, "
+            self.report_progress(f"    resume: skipped {settings.rps:g} rps c={settings.connections} {settings.payload_bytes} B, "
                      f"stored in {folder}")
         measured: list[Path] = []
         if todo:
-            results = lab_run(spec, todo, self.out_dir, progress=lambda msg: self.say(f"    {msg}"),
+            results = lab_run(spec, todo, self.out_dir, progress=lambda msg: self.report_progress(f"    {msg}"),
                               state_dir=self.state_dir)
             measured = [r.folder for r in results]
             self.runs.extend(measured)
@@ -106,20 +106,20 @@ class _Measurer:
 def _measure_plan(m: _Measurer, plan: LabPlan, started: float) -> None:
     mesh, workers, total = plan.mesh, plan.workers, plan.total_runs
     for index, (topology, mode) in enumerate(plan.stages, 1):
-        m.say(f"[{index}/{len(plan.stages)}] {mode} ({topology}) ...")
+        m.report_progress(f"[{index}/{len(plan.stages)}] {mode} ({topology}) ...")
         m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), plan.probes)
-        m.say(f"[{index}/{len(plan.stages)}] {mode} done, {len(m.runs)}/{total} runs, "
+        m.report_progress(f"[{index}/{len(plan.stages)}] {mode} done, {len(m.runs)}/{total} runs, "
               f"{time.monotonic() - started:.0f} s")
     if plan.bursts:
-        m.say(f"burst probes: both sidecars, {workers} workers, c = "
+        m.report_progress(f"burst probes: both sidecars, {workers} workers, c = "
               f"{'/'.join(str(b.connections) for b in plan.bursts)} firing together at {plan.bursts[0].rps:g} rps ...")
         m.measure(LabSpec(topology="single", mode="sidecar", workers=workers, mesh=mesh), plan.bursts)
     if plan.batching:
         batch = plan.batching_probe_settings
-        m.say(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {batch.rps:g} rps ...")
+        m.report_progress(f"batching probe: both sidecars, 1 worker, {BATCH_CONNECTIONS} connections at {batch.rps:g} rps ...")
         m.measure(LabSpec(topology="single", mode="sidecar", workers=1, mesh=mesh), [batch])
     for topology, mode in LADDER_STAGES if plan.ladder else ():
-        m.say(f"load ladder: {mode}, {workers} workers, c = {LADDER_CONNECTIONS} at "
+        m.report_progress(f"load ladder: {mode}, {workers} workers, c = {LADDER_CONNECTIONS} at "
               f"{'/'.join(f'{p.rps:g}' for p in plan.ladder)} rps ...")
         m.ladder.extend(measure_ladder(m, LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh),
                                        plan.ladder))
@@ -141,10 +141,10 @@ def measure_ladder(m: _Measurer, spec: LabSpec, ladder: Sequence[ProbeSettings])
     top_ok = max((r.requested_rps for r in rungs if r.status == "ok"), default=0.0)
     rate = float(round(CARRIED_FRACTION * carried, -1))
     if rate <= MIN_RUNG_STEP * top_ok:
-        m.say(f"    load ladder: {spec.mode} carried {carried:.0f} rps at most; its top rung ({top_ok:g} rps) is "
+        m.report_progress(f"    load ladder: {spec.mode} carried {carried:.0f} rps at most; its top rung ({top_ok:g} rps) is "
               "already near that")
         return rungs
-    m.say(f"    load ladder: {spec.mode} carried {carried:.0f} of {least.requested_rps:g} rps; one more rung at "
+    m.report_progress(f"    load ladder: {spec.mode} carried {carried:.0f} of {least.requested_rps:g} rps; one more rung at "
           f"{rate:g} rps ({CARRIED_FRACTION:.0%} of what it carried) ...")
     added = m.measure(spec, [replace(ladder[0], rps=rate)])
     return [*rungs, _rung(spec, added[0], added=True)]
@@ -162,10 +162,10 @@ def calibrate_lab(plan: LabPlan, progress: Progress | None = None) -> LabCalibra
     check_lab_targets(state_dir, out_dir)  # before minutes of measuring, not after
     if plan.fit and model_out is not None:
         check_file(model_out, "model_out", parents=True)
-    say = progress or (lambda _msg: None)
-    say(plan.headline())
+    report_progress = progress or (lambda _msg: None)
+    report_progress(plan.headline())
     started = time.monotonic()
-    measurer = _Measurer(out_dir, state_dir, say, StoredProbes.scan(out_dir) if plan.resume else None)
+    measurer = _Measurer(out_dir, state_dir, report_progress, StoredProbes.scan(out_dir) if plan.resume else None)
     try:
         _measure_plan(measurer, plan, started)
     except Interrupted:
@@ -173,17 +173,17 @@ def calibrate_lab(plan: LabPlan, progress: Progress | None = None) -> LabCalibra
                           f"process stopped (--resume skips them next time)") from None
     runs = measurer.runs
     if measurer.skipped:
-        say(f"resume: skipped {len(measurer.skipped)} probes already stored in {out_dir}, measured "
+        report_progress(f"resume: skipped {len(measurer.skipped)} probes already stored in {out_dir}, measured "
             f"{len(runs) - len(measurer.skipped)}")
-    fitted = _fit(runs, plan.mesh, model_out, out_dir, say) if plan.fit and model_out is not None else None
+    fitted = _fit(runs, plan.mesh, model_out, out_dir, report_progress) if plan.fit and model_out is not None else None
     elapsed = time.monotonic() - started
-    say(f"lab calibration done in {elapsed:.0f} s; runs in {out_dir}" + (f", model {model_out}" if fitted else ""))
+    report_progress(f"lab calibration done in {elapsed:.0f} s; runs in {out_dir}" + (f", model {model_out}" if fitted else ""))
     return LabCalibration(tuple(runs), model_out, elapsed, fitted, tuple(measurer.ladder))
 
 
-def _fit(runs: Sequence[Path], mesh: str, model_out: Path, out_dir: Path, say: Progress) -> Any:
+def _fit(runs: Sequence[Path], mesh: str, model_out: Path, out_dir: Path, report_progress: Progress) -> Any:
     """Fit ``model_out`` from the plan's runs (``meshsim.calibrate.fit_runs``)."""
-    say(f"fitting {model_out} from {len(runs)} runs ...")
+    report_progress(f"fitting {model_out} from {len(runs)} runs ...")
     # The fitter lives with the calibration code (meshsim.calibrate.fit_runs); imported late so the lab works alone.
     try:
         from meshsim.calibrate.fit_runs import fit_runs
@@ -195,6 +195,6 @@ def _fit(runs: Sequence[Path], mesh: str, model_out: Path, out_dir: Path, say: P
     # The lab's short loopback runs are clean; three candidates (shifted lognormal and gamma, and a lognormal
     # mixture for the tail) keep the whole plan within 5 minutes; `meshsim fit` tries all nine on the runs.
     families = [Family("lognormal", True), Family("gamma", True), Family("lognormal", True, True)]
-    fitted = fit_runs(runs, mesh=mesh, out=model_out, progress=lambda msg: say(f"    {msg}"),
+    fitted = fit_runs(runs, mesh=mesh, out=model_out, progress=lambda msg: report_progress(f"    {msg}"),
                       families=families)
     return fitted

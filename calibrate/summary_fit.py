@@ -108,7 +108,7 @@ def _with_cluster(model: dict[str, Any], v: Mapping[str, float]) -> dict[str, An
 
 
 def _stage(sim: RowSimulator, rows: Sequence[SummaryRow], build: Callable[[Mapping[str, float]], dict[str, Any]],
-           params: Sequence[Param], evaluations: int, say: Progress, label: str, *, cpu: bool = True) -> Any:
+           params: Sequence[Param], evaluations: int, report_progress: Progress, label: str, *, cpu: bool = True) -> Any:
     def objective(v: Mapping[str, float]) -> float:
         model = build(v)
         simulated: dict[tuple, Any] = {}  # rows of one setup and load (repeats, other builds) simulate alike
@@ -120,8 +120,8 @@ def _stage(sim: RowSimulator, rows: Sequence[SummaryRow], build: Callable[[Mappi
             total += sum(e * e for e in log_errors(row, simulated[key], cpu=cpu))
         return total
 
-    say(f"{label}: {len(params)} parameters over {len(rows)} rows ...")
-    return minimise(objective, params, evaluations, progress=say, label=label)
+    report_progress(f"{label}: {len(params)} parameters over {len(rows)} rows ...")
+    return minimise(objective, params, evaluations, progress=report_progress, label=label)
 
 
 # -- stage 2: the proxy ----------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def fit_summary_rows(paths: Sequence[str | Path], mesh: str, out: str | Path | N
                      sources: Mapping[str, str] | None = None) -> RowsFit:
     """Fit ``mesh`` from summary rows (``reference_mode``: the mode whose rows define the proxy; each other
     both-sidecars mode adds its features on top). Writes ``out`` unless None."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     rows, skipped = read_rows(paths)
     baselines = [r for r in rows if r.bypassed]
     reference = [r for r in rows if r.mode == reference_mode]
@@ -192,7 +192,7 @@ def fit_summary_rows(paths: Sequence[str | Path], mesh: str, out: str | Path | N
     sim = RowSimulator(settings)
     try:
         fit = _fit_stages(sim, mesh, rows, baselines, reference, others, ref_features, extra, settings, balances,
-                          evaluations, say)
+                          evaluations, report_progress)
     finally:
         sim.close()
     fit.notes += skipped and [f"{len(skipped)} rows of modes not modelled left out"] or []
@@ -211,11 +211,11 @@ def fit_summary_rows(paths: Sequence[str | Path], mesh: str, out: str | Path | N
 def _fit_stages(sim: RowSimulator, mesh: str, rows: Sequence[SummaryRow], baselines: Sequence[SummaryRow],
                 reference: Sequence[SummaryRow], others: Sequence[str], ref_features: Sequence[str],
                 extra: Sequence[str], settings: RowSettings, balances: Sequence[str], evaluations: int,
-                say: Progress) -> RowsFit:
+                report_progress: Progress) -> RowsFit:
     notes: list[str] = []
     idle = _idle_millicores(baselines)
     start = _skeleton(mesh, settings, balances[0], idle, ref_features, extra)
-    stage1 = _stage(sim, baselines, lambda v: _with_cluster(start, v), CLUSTER_PARAMS, evaluations // 2, say,
+    stage1 = _stage(sim, baselines, lambda v: _with_cluster(start, v), CLUSTER_PARAMS, evaluations // 2, report_progress,
                     "cluster", cpu=False)
     clustered = _with_cluster(start, stage1.values)
     notes.append(f"cluster: {_describe(stage1.values)} (objective {stage1.objective:.4f} over {len(baselines)} "
@@ -223,7 +223,7 @@ def _fit_stages(sim: RowSimulator, mesh: str, rows: Sequence[SummaryRow], baseli
     best = None
     for balance in balances:
         based = {**clustered, "proxy": {**clustered["proxy"], "connection_balance": balance}}
-        result = _stage(sim, reference, lambda v, b=based: _with_proxy(b, v), PROXY_PARAMS, evaluations, say,
+        result = _stage(sim, reference, lambda v, b=based: _with_proxy(b, v), PROXY_PARAMS, evaluations, report_progress,
                         f"proxy ({balance})")
         notes.append(f"proxy with connection_balance {balance}: {_describe(result.values)} (objective "
                      f"{result.objective:.4f} over {len(reference)} rows)")
@@ -236,7 +236,7 @@ def _fit_stages(sim: RowSimulator, mesh: str, rows: Sequence[SummaryRow], baseli
         mode_rows = [r for r in rows if r.mode == mode]
         for name in sorted(set(mode_rows[0].features) - set(ref_features)):
             result = _stage(sim, mode_rows, lambda v, n=name, m=model: _with_feature(m, n, v), FEATURE_PARAMS,
-                            evaluations // 2, say, f"feature {name}")
+                            evaluations // 2, report_progress, f"feature {name}")
             model = _with_feature(model, name, result.values)
             notes.append(f"feature {name} from {mode} rows: {_describe(result.values)} (objective "
                          f"{result.objective:.4f})")
@@ -292,8 +292,8 @@ def fit_prometheus_window(source: Any, meaning: Any, rows_out: str | Path, rows:
     The row is written before the fit, so a fit that fails or is interrupted loses no measurement."""
     from meshsim.calibrate.measure.prometheus.prom_rows import append_rows, window_row
 
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     window = source.read()
     written = append_rows(rows_out, [window_row(window, meaning)])
-    say(f"{window.label}: {window.rps:.1f} rps, appended as a {meaning.mode} row to {written}")
+    report_progress(f"{window.label}: {window.rps:.1f} rps, appended as a {meaning.mode} row to {written}")
     return fit_summary_rows([*rows, written], mesh, out, settings, progress, **fit)

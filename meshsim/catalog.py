@@ -42,7 +42,7 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml")) or "/" in ref or "\\" in ref
 
 
-def _builtin_file(kind: str, name: str) -> Path | None:
+def builtin_file(kind: str, name: str) -> Path | None:
     path = _dir(kind) / f"{name}.yaml"
     return path if path.is_file() else None
 
@@ -76,7 +76,7 @@ def load_topology(ref: str | Path | Topology) -> Topology:
     ref = _named(ref, "topology")
     if _looks_like_path(ref):
         return _read_file(ref, "topology", topology_from_data)
-    path = _builtin_file("topologies", ref)
+    path = builtin_file("topologies", ref)
     if path is not None:
         return _read_builtin(path, "topologies", topology_from_data)
     length = chain_length(ref)
@@ -92,7 +92,7 @@ def load_mesh(ref: str | Path | MeshModel) -> MeshModel:
     ref = _named(ref, "mesh")
     if _looks_like_path(ref):
         return _read_file(ref, "mesh", mesh_from_data)
-    path = _builtin_file("meshes", ref)
+    path = builtin_file("meshes", ref)
     if path is None:
         raise FieldError("mesh", f"unknown mesh {ref!r} (known: {', '.join(list_meshes())}, or a mesh model FILE.yaml)")
     return _read_builtin(path, "meshes", mesh_from_data)

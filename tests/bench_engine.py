@@ -108,7 +108,7 @@ BYTECODE = tempfile.mkdtemp(prefix="meshsim-bench-pycache-")
 atexit.register(shutil.rmtree, BYTECODE, True)
 
 
-def _fresh(code: str, env: dict | None = None) -> dict:
+def in_fresh_interpreter(code: str, env: dict | None = None) -> dict:
     """A fresh interpreter running ``code``: its report, with ``process_s`` the whole process's wall time (start-up
     and exit included), measured from here."""
     started = time.perf_counter()
@@ -177,21 +177,21 @@ def main() -> None:
           f"p99 {p99.value * 1e3:.3f} ms +- {100 * p99.half_width / p99.value:.1f} %")
     command = FRESH_PREDICT.format(topology="chain3", rps=args.rps)
     native, jit = [], []
-    _fresh(command)  # writes the bytecode cache; not counted
+    in_fresh_interpreter(command)  # writes the bytecode cache; not counted
     for _ in range(args.rounds):  # the native module and numba's JIT cache, alternately
-        native.append(_fresh(command))
-        jit.append(_fresh(command, {"MESHSIM_NATIVE_LOOP": "0"}))
+        native.append(in_fresh_interpreter(command))
+        jit.append(in_fresh_interpreter(command, {"MESHSIM_NATIVE_LOOP": "0"}))
     for label, runs in (("the native module", native), ("numba's JIT cache", jit)):
         print(f"fresh `meshsim predict --topology chain3 --rps {args.rps:g}`, loop from {label}: "
               f"{float(np.median([r['process_s'] for r in runs])):.2f} s for the whole process "
               f"({runs[0]['engine']}, numba imported: {runs[0]['numba_imported']}; medians of {args.rounds})")
-    big = _fresh(FRESH_PREDICT.format(topology="chain10", rps=10000))
+    big = in_fresh_interpreter(FRESH_PREDICT.format(topology="chain10", rps=10000))
     print(f"fresh chain10 at 10,000 rps: peak resident memory {big['peak_mb']:.0f} MB (VmHWM), its largest "
           f"replication worker {big['worker_peak_mb']:.0f} MB, {big['wall_s']:.2f} s wall")
     if args.compile:
         with tempfile.TemporaryDirectory() as cache:  # numba's cache and the native module live there
-            first = _fresh(command, {"NUMBA_CACHE_DIR": cache})
-            again = _fresh(command, {"NUMBA_CACHE_DIR": cache})
+            first = in_fresh_interpreter(command, {"NUMBA_CACHE_DIR": cache})
+            again = in_fresh_interpreter(command, {"NUMBA_CACHE_DIR": cache})
         print(f"first run with an empty cache (numba compiles, the native module is built): "
               f"{first['process_s']:.1f} s; the next fresh process: {again['process_s']:.2f} s")
 

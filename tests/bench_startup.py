@@ -23,7 +23,7 @@ import tempfile
 
 import numpy as np
 
-from bench_engine import FRESH_PREDICT, _fresh
+from bench_engine import FRESH_PREDICT, in_fresh_interpreter
 
 REFERENCES = {"python -c pass": "print('{}')", "import numpy": "import numpy; print('{}')",
               "import numba": "import numba; print('{}')"}
@@ -47,7 +47,7 @@ def cold_paths() -> dict[str, float]:
     for label, env in (("load the loop: numba's JIT, empty cache", JIT),
                        ("load the loop: native module's first build", NATIVE)):
         with tempfile.TemporaryDirectory() as cache:
-            seconds[label] = _fresh(LOAD, {**env, "NUMBA_CACHE_DIR": cache})["process_s"]
+            seconds[label] = in_fresh_interpreter(LOAD, {**env, "NUMBA_CACHE_DIR": cache})["process_s"]
     return seconds
 
 
@@ -65,11 +65,11 @@ def main() -> None:
     args = parser.parse_args()
     paths = warm_paths(FRESH_PREDICT.format(topology="chain3", rps=3500.0))
     for code, env in paths.values():  # writes the bytecode cache (and builds the loop if missing); not counted
-        _fresh(code, env)
+        in_fresh_interpreter(code, env)
     runs: dict[str, list[float]] = {label: [] for label in paths}
     for _ in range(args.rounds):
         for label, (code, env) in paths.items():
-            run = _fresh(code, env)
+            run = in_fresh_interpreter(code, env)
             runs[label].append(run["process_s"])
             if env is NATIVE and run.get("numba_imported"):
                 raise SystemExit(f"{label}: numba was imported (the native module was not loaded)")

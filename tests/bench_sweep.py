@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from meshsim.request import PredictOptions
-from meshsim.sim.experiments.sweep_runs import sweep
+from meshsim.sim.experiments.sweep_points import sweep
 from meshsim.sweep_grid import SweepGrid, parse_rps_range
 
 MESHES = ("none", "istio", "linkerd", "traefik")

@@ -3,7 +3,8 @@
 etcd (Debian's etcd-server) + kube-apiserver (RBAC, token auth, self-signed serving cert) + kube-scheduler +
 kube-controller-manager (namespace deletion completes, Deployments get pods, EndpointSlices appear) + kwok with
 its stage files, so pods on a fake node reach Running. Ports are picked free, everything lives in a temp dir,
-every process is stopped by its pid at the end.
+every process is stopped by its pid at the end, and ends with the test process if that is killed first (SIGKILL,
+a killed xdist worker): each asks the kernel for SIGKILL when its parent dies (meshsim.parent_death).
 
 No traffic ever leaves the machine: the fake node's InternalIP is 127.0.0.1 (the API server refuses to proxy to
 it), and pod IPs come from a pod CIDR that is either loopback (never routed, the API server refuses EndpointSlices
@@ -12,6 +13,7 @@ on it) or, as root, routed into a network namespace this fixture creates itself 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -33,6 +35,7 @@ import yaml
 from meshsim.errors import ComponentMissing
 from kube_netns import NETNS_CIDR, NetnsLab
 from meshsim.calibrate.measure.lab.binaries import find_binary
+from meshsim.parent_death import Parent, start_program
 
 ADMIN_TOKEN = "meshsim-test-admin"
 LIMITED_TOKEN = "meshsim-test-limited"
@@ -128,12 +131,19 @@ def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen, log: Path, to
     raise RuntimeError(f"{url} not ready after {timeout_s} s; log tail: {log.read_text()[-1500:]}")
 
 
-def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> subprocess.Popen:
+def ends_with_this_process() -> functools.partial:
+    """``preexec_fn`` of a program the fixture starts: it gets SIGKILL when this process dies, so a killed pytest
+    leaves no etcd, API server or fortio under PID 1 (the lab's supervisor starts its programs so)."""
+    return functools.partial(start_program, Parent.here())
+
+
+def spawn(cp: ControlPlane, name: str, argv: list[str]) -> subprocess.Popen:
+    """Start ``argv`` in ``cp``'s folder, logging to NAME.log; it ends with this process."""
     log = cp.workdir / f"{name}.log"
     # No HTTP proxy from the environment: the API server's service proxy must dial pod addresses directly.
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
     proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=cp.workdir,
-                            start_new_session=True, env=env)
+                            start_new_session=True, env=env, preexec_fn=ends_with_this_process())
     cp.procs[name] = proc
     return proc
 
@@ -164,7 +174,7 @@ def start_control_plane() -> ControlPlane:
     cp = ControlPlane(workdir=work, kubeconfig=kubeconfig, host=host)
     try:
         etcd_port, peer_port = free_port(), free_port()
-        etcd = _spawn(cp, "etcd", [
+        etcd = spawn(cp, "etcd", [
             str(bins["etcd"]), "--data-dir", str(work / "etcd"), "--name", "default",
             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
             "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
@@ -172,7 +182,7 @@ def start_control_plane() -> ControlPlane:
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
             "--initial-cluster", f"default=http://127.0.0.1:{peer_port}"])
         _wait_http(f"http://127.0.0.1:{etcd_port}/health", 30, etcd, work / "etcd.log")
-        api = _spawn(cp, "kube-apiserver", [
+        api = spawn(cp, "kube-apiserver", [
             str(bins["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
             f"--tls-cert-file={work / 'serving.crt'}", f"--tls-private-key-file={work / 'serving.key'}",
@@ -187,10 +197,10 @@ def start_control_plane() -> ControlPlane:
             "--feature-gates=WatchList=false"])
         _wait_http(f"{host}/readyz", 90, api, work / "kube-apiserver.log", ADMIN_TOKEN, work / "serving.crt")
         sched_port, kcm_port = free_port(), free_port()
-        _spawn(cp, "kube-scheduler", [
+        spawn(cp, "kube-scheduler", [
             str(bins["kube-scheduler"]), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={sched_port}", f"--cert-dir={work / 'sched-certs'}"])
-        _spawn(cp, "kube-controller-manager", [
+        spawn(cp, "kube-controller-manager", [
             str(bins["kube-controller-manager"]), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
             "--bind-address=127.0.0.1", f"--secure-port={kcm_port}", f"--cert-dir={work / 'kcm-certs'}",
             f"--service-account-private-key-file={work / 'sa.key'}", f"--root-ca-file={work / 'serving.crt'}",
@@ -202,7 +212,7 @@ def start_control_plane() -> ControlPlane:
             "root-ca-certificate-publisher-controller"])
         stages = work / "kwok-stages.yaml"
         stages.write_text(STAGES_FILE.read_text().replace("__FAIL_IMAGE__", KWOK_FAIL_IMAGE))
-        _spawn(cp, "kwok", [
+        spawn(cp, "kwok", [
             str(bins["kwok"]), f"--kubeconfig={kubeconfig}", f"--config={stages}",
             "--manage-all-nodes=false", "--manage-nodes-with-label-selector=meshsim.test/kwok=true",
             "--node-ip=127.0.0.1", f"--cidr={LOOP_CIDR}", "--server-address=127.0.0.1:0"])

@@ -5,10 +5,13 @@ Traffic the API server sends to a "pod" of that node lands here and nowhere else
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from meshsim.parent_death import Parent, start_program
 
 NETNS_CIDR = "10.213.0.0/24"  # pod IPs of the netns node
 NETNS_HOST_IP = "10.213.1.1/16"
@@ -75,8 +78,11 @@ class NetnsLab:
             f.write(f"{ip} {name}\n")
 
     def spawn(self, argv: list[str], log: Path) -> subprocess.Popen:
+        # it ends with this process (meshsim.parent_death); ``ip netns exec`` execs the program in place, which keeps
+        # the parent-death signal
         proc = subprocess.Popen(["ip", "netns", "exec", self.name, *argv], stdout=log.open("wb"),
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=functools.partial(start_program, Parent.here()))
         self.procs.append(proc)
         return proc
 

@@ -1,4 +1,4 @@
-"""Shared by the hostile-input tests (test_bad_model_files, test_bad_run_folders, test_bad_predict_flags): the
+"""Shared by the bad-input tests (test_bad_model_files, test_bad_run_folders, test_bad_*_flags): the
 contract each asserts -- a clean result, or one clean error line (a MeshsimError; exit code 2 from the CLI) naming the
 file, key or flag, never a traceback, never a hang -- and the generated values they throw at it."""
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 
+from meshsim.cli import main
 from meshsim.errors import MeshsimError
 from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.yamlio import parse_yaml_text
@@ -39,3 +40,12 @@ def refused(load, text: str, *needles: str) -> str:
     for needle in needles:
         assert needle in message, message
     return message
+
+
+def cli_refuses(capsys, argv: list[str], needle: str) -> str:
+    """The command exits 2 with one line holding ``needle`` (and no traceback)."""
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("meshsim: error: ") and needle in err, err
+    return err

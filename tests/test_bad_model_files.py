@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,7 +18,7 @@ from meshsim.catalog import load_topology
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.topology import load_topology_text, topology_from_data
 
-from refusals import FAST, HOSTILE_NUMBERS, ROOT, load_mesh_text, one_clean_line, refused
+from refusals import FAST, HOSTILE_NUMBERS, ROOT, cli_refuses, load_mesh_text, one_clean_line, refused
 
 CHAIN3 = (ROOT / "models/topologies/chain3.yaml").read_text()
 ISTIO = (ROOT / "models/meshes/istio.yaml").read_text()
@@ -194,3 +196,28 @@ def test_yaml_aliases_that_expand_without_bound_are_refused_in_one_line(text):
     with pytest.raises(ModelError, match=r"^bomb\.yaml: line 1: invalid YAML \(aliases expand to more than"):
         parse_yaml_text(text, "bomb.yaml")
     assert time.monotonic() - started < 10  # hang guard (refused after a bounded count, not a timer)
+
+
+@pytest.fixture()
+def odd_files(tmp_path: Path) -> dict[str, str]:
+    """A folder, a device, a pipe and a symlink loop, each where a model file is expected."""
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    os.mkfifo(tmp_path / "pipe.yaml")
+    return {"folder": str(tmp_path), "device": "/dev/zero", "pipe": str(tmp_path / "pipe.yaml"),
+            "loop": str(tmp_path / "loop-a")}
+
+
+@pytest.mark.parametrize(("kind", "problem"), [("folder", "is a directory, not a file"),
+                                               ("device", "is not a regular file (a device, a pipe or a socket)"),
+                                               ("pipe", "is not a regular file"), ("loop", "is a symlink loop")])
+@pytest.mark.parametrize("flag", ["--topology", "--mesh-model"])
+def test_a_model_file_that_is_no_file_is_named_for_what_it_is(capsys, odd_files, flag: str, kind: str,
+                                                               problem: str) -> None:
+    cli_refuses(capsys, ["predict", "--rps", "100", flag, odd_files[kind]],
+                f"{flag}: file {odd_files[kind]} {problem}")
+
+
+def test_validate_names_a_model_that_is_a_folder(capsys, tmp_path: Path) -> None:
+    cli_refuses(capsys, ["validate", str(ROOT / "measurements/istio-1.2.0"), "--model", str(tmp_path)],
+                f"--model: file {tmp_path} is a directory, not a file")

@@ -1,12 +1,20 @@
-"""Hostile but fair predict flags (issue 14): every listed value, then generated values of every flag, give exit 0
-with a result or exit 2 with one line naming the flag; and ``--help`` parses without the heavy imports."""
+"""Bad predict flags: every listed value, then generated values of every flag, give exit 0 with a result or exit 2
+with one line naming the flag; contradictory flags and values no run can honour are refused before anything runs,
+never resolved silently; generated feature lists; and ``--help`` parses without the heavy imports."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from meshsim.catalog import load_mesh
 from meshsim.cli import main
+from meshsim.errors import FieldError
+from meshsim.scenario import resolve_features
+
+from refusals import ROOT, cli_refuses
+
+LINKERD = str(ROOT / "models/meshes/linkerd.yaml")
 
 PREDICT_CASES = [
     (["--duration", "nan"], "--duration: expected a finite number, got nan"),
@@ -74,3 +82,43 @@ def test_help_parses_without_importing_scipy() -> None:
     code = ("import sys; from meshsim.cli.entry_point import build_parser; build_parser(); "
             "assert 'scipy' not in sys.modules, sorted(m for m in sys.modules if m.startswith('scipy'))[:3]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+CONTRADICTORY_CASES = [
+    (["--rps", "100", "--mesh", "istio", "--mesh-model", LINKERD],
+     f"--mesh-model: give either --mesh istio or --mesh-model {LINKERD}, not both"),
+    (["--rps", "100", "--features", "mtls,no-mtls"], "--features: mtls and no-mtls: mtls is turned on and off"),
+    (["--rps", "100", "--features", "tracing,tracing"], "--features: tracing and tracing: tracing is named twice"),
+    (["--rps", "1e-300"], "--rps: a replication would last 5e+303 simulated seconds, beyond the engine's clock"),
+    (["--rps", "100", "--duration", "1e-300"], "--duration: a replication expects 1e-298 requests"),
+    (["--rps", "1e-300", "--duration", "10"], "--rps: a replication expects"),
+    (["--rps", "1e308", "--duration", "1"], "--rps: this run would take"),  # the rate, not the duration
+    (["--rps", "100", "--mesh", ""], "--mesh: empty: give a built-in name or a FILE.yaml"),
+    (["--rps", "100", "--topology", ""], "--topology: empty: give a built-in name or a FILE.yaml"),
+    (["--load", "sequential", "--think", "1e12"], "--think: a replication would last"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), CONTRADICTORY_CASES)
+def test_predict_refuses(capsys, args: list[str], needle: str) -> None:
+    cli_refuses(capsys, ["predict", *args, "--replications", "2", "--processes", "1"], needle)
+
+
+# -- generated feature lists ----------------------------------------------------------------------------------------
+
+ISTIO = load_mesh("istio")
+FEATURE_WORDS = [w for name in ISTIO.features for w in (name, f"no-{name}")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(FEATURE_WORDS), max_size=5))
+def test_generated_feature_lists_name_each_feature_at_most_once(words: list[str]) -> None:
+    """Accepted exactly when no feature is named twice (on and off, or on twice); then each is as it was asked."""
+    bases = [w.removeprefix("no-") for w in words]
+    if len(set(bases)) < len(bases):
+        with pytest.raises(FieldError, match="name each feature once"):
+            resolve_features(ISTIO, words)
+        return
+    active = set(resolve_features(ISTIO, words))
+    for word in words:
+        assert (word in active) if not word.startswith("no-") else (word[3:] not in active)

@@ -29,7 +29,7 @@ BASELINE = {"family": "lognormal", "median_ms": 0.12, "sigma": 0.3, "shift_ms": 
 N = 40000
 
 
-def _truth_model() -> dict:
+def truth_model() -> dict:
     return {
         "schema": "meshsim/mesh/v1", "name": "truth", "version": "test", "description": "known passes",
         "sources": {"test": "tests/test_calibrate_simrecovery.py"},
@@ -44,7 +44,7 @@ def _truth_model() -> dict:
 def test_known_passes_recovered_through_the_simulator(tmp_path: Path) -> None:
     from meshsim.sim.experiments.predict import predict
 
-    model = _truth_model()
+    model = truth_model()
     model_path = tmp_path / "truth.yaml"
     model_path.write_text(yaml.safe_dump(model, sort_keys=False))
     topo = calibration_topology(model, tmp_path)

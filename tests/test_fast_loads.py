@@ -136,7 +136,7 @@ def dm1_sigma(rho: float) -> float:
 
 def test_wrk2_on_one_connection_is_a_dm1_queue_timed_from_the_intended_send() -> None:
     """One wrk2 connection sends at its intended times, or at once when behind: the latency from the intended send
-    time is the D/M/1 sojourn time (mean s / (1 - sigma)), not the service time's s (tests/test_sim_wrk2.py checks
+    time is the D/M/1 sojourn time (mean s / (1 - sigma)), not the service time's s (tests/test_wrk2_load.py checks
     the SimPy engine the same way)."""
     service, rho = 1e-3, 0.7
     scenario = plain(station_topology(Exponential(service)))

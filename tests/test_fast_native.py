@@ -65,13 +65,13 @@ def test_without_a_compiler_the_loop_falls_back_to_the_jit_and_says_so_once(tmp_
     monkeypatch.setenv("CC", "/bin/false")
     monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
     heard: list[str] = []
-    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    loop = fast_native.compiled_loop(tmp_path, report_progress=heard.append)
     assert hasattr(loop, "py_func"), "expected numba's dispatcher after a failed build"
     assert len(heard) == 1 and "could not build the native loop" in heard[0] and "JIT" in heard[0], heard
     assert fast_native.failure_marker(tmp_path).exists() and not fast_native.native_ready(tmp_path)
 
-    fast_native._LOADED.clear()  # a later process: the marker, no second attempt, no second line
-    again = fast_native.compiled_loop(tmp_path, say=heard.append)
+    fast_native.forget_loaded_loop(tmp_path)  # a later process: the marker, no second attempt, no second line
+    again = fast_native.compiled_loop(tmp_path, report_progress=heard.append)
     assert again is loop and len(heard) == 1
 
 
@@ -79,7 +79,7 @@ def test_the_installed_numba_still_ships_its_ahead_of_time_compiler() -> None:
     """numba.pycc builds the native module: pending deprecation since numba 0.57, still in 0.68.1, with no supported
     successor yet (sim/fast/fast_native.py). A numba without it runs the loop on the JIT (next test) but every process
     then pays numba's import: this fails so that the suite notices such a numba."""
-    assert fast_native._pycc().__module__.startswith("numba.pycc")
+    assert fast_native.pycc_compiler().__module__.startswith("numba.pycc")
 
 
 def test_without_numbas_pycc_the_loop_falls_back_to_the_jit_and_says_why(tmp_path, monkeypatch) -> None:
@@ -87,7 +87,7 @@ def test_without_numbas_pycc_the_loop_falls_back_to_the_jit_and_says_why(tmp_pat
     monkeypatch.setitem(sys.modules, "numba.pycc", None)  # `from numba.pycc import CC` raises ImportError
     monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
     heard: list[str] = []
-    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    loop = fast_native.compiled_loop(tmp_path, report_progress=heard.append)
     assert hasattr(loop, "py_func"), "expected numba's dispatcher after a failed build"
     assert len(heard) == 1 and "has no numba.pycc" in heard[0] and "JIT" in heard[0], heard
     assert "gcc" not in heard[0] and fast_native.failure_marker(tmp_path).exists()
@@ -105,10 +105,10 @@ def test_a_stale_module_is_never_loaded_its_name_follows_the_kernels_source(tmp_
 
 def test_the_jit_can_be_chosen_by_environment(monkeypatch) -> None:
     monkeypatch.setenv(fast_native.FALLBACK_ENV, "0")
-    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+    fast_native.forget_loaded_loop(Path("/nonexistent-dir"))
     loop = fast_native.compiled_loop(Path("/nonexistent-dir"))
     assert hasattr(loop, "py_func") and not Path("/nonexistent-dir").exists()
-    fast_native._LOADED.pop(str(Path("/nonexistent-dir")), None)
+    fast_native.forget_loaded_loop(Path("/nonexistent-dir"))
 
 
 def test_the_native_module_is_where_numba_caches(tmp_path, monkeypatch) -> None:
@@ -125,7 +125,7 @@ def test_an_unloadable_module_falls_back_to_the_jit_with_one_line(tmp_path, monk
     monkeypatch.delenv(fast_native.FALLBACK_ENV, raising=False)
     fast_native.module_path(tmp_path).write_bytes(b"not an ELF file")
     heard: list[str] = []
-    loop = fast_native.compiled_loop(tmp_path, say=heard.append)
+    loop = fast_native.compiled_loop(tmp_path, report_progress=heard.append)
     assert hasattr(loop, "py_func") and len(heard) == 1 and "cannot load the native loop" in heard[0], heard
 
 
@@ -135,7 +135,7 @@ def test_an_unwritable_cache_folder_falls_back_to_the_jit(tmp_path, monkeypatch)
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
     heard: list[str] = []
-    loop = fast_native.compiled_loop(blocked / "cache", say=heard.append)
+    loop = fast_native.compiled_loop(blocked / "cache", report_progress=heard.append)
     assert hasattr(loop, "py_func") and len(heard) == 1 and "could not build the native loop" in heard[0], heard
 
 

@@ -118,7 +118,7 @@ def test_a_draw_at_build_time_that_is_not_replayed_is_refused() -> None:
     setup.lowering.streams.replays.clear()
     setup.lowering.balancer_replays.clear()
     with pytest.raises(RuntimeError, match="drew while the system was built"):
-        setup._check_rebind(Streams(SEED, 0))
+        setup.check_rebind(Streams(SEED, 0))
 
 
 def test_refills_keep_each_stream_s_values_and_draw_little_beyond_its_use() -> None:

@@ -9,10 +9,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from meshsim.calibrate.fit.acceptance import KS_MAX, choose, problem
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.catalog import load_mesh
 from meshsim.distributions import Gamma, LogNormal, Mixture, Shifted
 from meshsim.errors import MeshsimError
+
+# fresh_draws: an autouse fixture
+from synthetic_passes import (BASE, GAMMA, INBOUND, fresh_draws, sum_of, write_pass_run)  # noqa: F401
 
 
 def test_degenerate_and_badly_fitting_candidates_are_refused() -> None:
@@ -49,12 +55,12 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
     """The retry policy of ``validate_lab`` (the lab itself is exercised by tests/test_validate_lab.py): a refused
     fit measures the plan again into a fresh folder, once; a second refusal is the answer."""
     from meshsim.calibrate.fit.acceptance import FitRefused
-    from meshsim.calibrate.validation.lab_loop import PLANS, _calibrate
+    from meshsim.calibrate.validation.lab_loop import PLANS, calibrate_with_one_retry
 
     folders: list[Path] = []
 
     def refusing(times: int):
-        def calibrate_lab(plan, say):
+        def calibrate_lab(plan, report_progress):
             out_dir = plan.out_dir
             folders.append(out_dir)
             if len(folders) <= times:
@@ -63,11 +69,44 @@ def test_lab_validation_measures_its_calibration_once_more_when_the_fit_refuses_
         return calibrate_lab
 
     lines: list[str] = []
-    cal = _calibrate(refusing(1), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+    cal = calibrate_with_one_retry(refusing(1), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml",
+                                   lines.append)
     assert folders == [tmp_path / "calibration", tmp_path / "calibration-again"]
     assert cal.run_dirs == (tmp_path / "calibration-again" / "run-1",)
     assert any("calibration/run-1" in line and "once more" in line for line in lines)
     folders.clear()
     with pytest.raises(FitRefused):
-        _calibrate(refusing(2), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
+        calibrate_with_one_retry(refusing(2), PLANS["small"], "envoy-lab", tmp_path, tmp_path / "m.yaml", lines.append)
     assert len(folders) == 2
+
+
+# -- failed fits are refused -------------------------------------------------------------------------------------
+
+def test_unfittable_component_is_one_error_and_no_model_written(tmp_path: Path) -> None:
+    """A sidecar run faster than its baseline (noise larger than the component): no pass can reproduce it."""
+    write_pass_run(tmp_path, "base", "baseline", 1000.0, sum_of(BASE))
+    write_pass_run(tmp_path, "server", "server-sidecar", 1000.0, sum_of(BASE) - 0.05e-3)
+    out = tmp_path / "m.yaml"
+    with pytest.raises(MeshsimError) as err:
+        fit_runs([tmp_path], "envoy-bad", out, families=GAMMA)
+    msg = str(err.value)
+    assert "\n" not in msg and "proxy.inbound_pass" in msg and "server" in msg and "KS" in msg
+    assert not out.exists()
+
+
+def test_unfittable_feature_is_left_out_with_a_note(tmp_path: Path) -> None:
+    """mTLS runs no slower than plaintext ones (the lab on a noisy machine): the model keeps the bare passes and
+    drops the feature, saying why, instead of losing the whole calibration."""
+    write_pass_run(tmp_path, "base", "baseline", 1000.0, sum_of(BASE))
+    write_pass_run(tmp_path, "server", "server-sidecar", 1000.0, sum_of(BASE, INBOUND, INBOUND))
+    manifest_dir = tmp_path / "server-mtls"
+    write_pass_run(tmp_path, "server-mtls", "server-sidecar", 1000.0, sum_of(BASE) - 0.05e-3)
+    data = yaml.safe_load((manifest_dir / "manifest.yaml").read_text())
+    data["setup"]["features"] = ["mtls"]
+    (manifest_dir / "manifest.yaml").write_text(yaml.safe_dump(data))
+    out = tmp_path / "m.yaml"
+    fit_runs([tmp_path], "envoy-partial", out, families=GAMMA)
+    model = load_mesh(str(out))
+    assert "mtls" not in model.features
+    notes = yaml.safe_load(out.read_text())["calibration"]["notes"]
+    assert "feature mtls: not fitted, left out of the model" in str(notes)

@@ -24,7 +24,7 @@ from meshsim.cli import main
 from meshsim.errors import ModelError
 from meshsim.topology import Call, Compute, Parallel, Service, callees_first
 from meshsim.distributions import Deterministic
-from meshsim.sim.engine.system import nested
+from meshsim.sim.engine.nested_calls import nested
 
 NETWORK = {"loopback": 0.01, "same_node": 0.05, "cross_node": 0.2, "bandwidth_gbps": 10}
 # Peak memory a prediction may take: the interpreter with numpy, SimPy and the compiled loop (~50-60 MB for chain3),
@@ -32,7 +32,7 @@ NETWORK = {"loopback": 0.01, "same_node": 0.05, "cross_node": 0.2, "bandwidth_gb
 # to spare (x2.5). It scales with the graph; chain1000 took 1.69 GB before it crashed, over 3 times this bound.
 BASE_MB, MB_PER_INSTANCE = 120.0, 0.25
 # The time limit these short runs get (the default); their replications take seconds. The search is off in them:
-# it fills the time left with probes (tests/test_sim_cost.py, and the chain1000 test below, check its rules)
+# it fills the time left with probes (tests/test_run_cost.py, and the chain1000 test below, check its rules)
 TIME_LIMIT_S = 60.0
 
 

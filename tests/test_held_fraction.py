@@ -13,6 +13,7 @@ without CPU data takes the lab's measured fraction as a prior (and says so).
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,10 +21,16 @@ import yaml
 
 from meshsim.calibrate.load.held_fraction import (LAB_PRIOR, apply_held_fraction, apply_prior, burst_runs,
                                                   cpu_bounds, fit_held_fraction, lab_prior)
+from meshsim.calibrate.fit_runs import fit_runs
+from meshsim.calibrate.load.load_dependence import cpu_fractions
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.fit.sim_check import calibration_topology
+from meshsim.catalog import load_mesh
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
+
+# fresh_draws: an autouse fixture
+from synthetic_passes import (BASE, GAMMA, INBOUND, N, fresh_draws, sum_of, write_pass_run)  # noqa: F401
 
 PASS = {"family": "gamma", "shape": 4.0, "scale_ms": 0.05, "shift_ms": 0.05, "source": "test truth"}
 BASELINE = {"family": "lognormal", "median_ms": 0.15, "sigma": 0.3, "shift_ms": 0.1, "source": "test truth"}
@@ -145,3 +152,46 @@ def test_a_broken_prior_file_names_itself(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(held_fraction, "measurements_dir", lambda: tmp_path)
     with pytest.raises(ModelError, match="p.yaml: held_fraction must be in"):
         lab_prior("p.yaml")
+
+
+# -- 3. cpu_fraction from measured CPU ---------------------------------------------------------------------------
+
+def test_cpu_fraction_from_cpu_seconds_and_absent_without(tmp_path: Path) -> None:
+    cpu_per_request = 0.12e-3  # CPU seconds per request of the server sidecar: below its 2 passes (~0.26 ms)
+    for rps in (200.0, 500.0, 1000.0):
+        write_pass_run(tmp_path / "with", f"base-{rps:g}", "baseline", rps, sum_of(BASE))
+        write_pass_run(tmp_path / "with", f"server-{rps:g}", "server-sidecar", rps, sum_of(BASE, INBOUND, INBOUND),
+                       cpu={"server/sidecar": (0.004 + rps * cpu_per_request) * N / rps})
+    summary = fit_runs([tmp_path / "with"], "envoy-cpu", tmp_path / "m.yaml", families=GAMMA)
+    model = yaml.safe_load((tmp_path / "m.yaml").read_text())
+    fitted_pass = summary.decomposition.components["proxy.inbound_pass"].best.distribution.mean
+    expected = cpu_per_request / (2 * fitted_pass)
+    assert model["proxy"]["cpu_fraction"] == pytest.approx(expected, rel=1e-3)
+    assert model["proxy"]["cpu_fraction"] == pytest.approx(cpu_per_request / (2 * INBOUND.mean), rel=0.06)
+    assert "cpu_fraction" in model["proxy"]["source"] and "server/sidecar" in model["proxy"]["source"]
+    assert load_mesh(str(tmp_path / "m.yaml")).proxy.cpu_fraction == pytest.approx(expected, rel=1e-3)
+
+    write_pass_run(tmp_path / "without", "base", "baseline", 1000.0, sum_of(BASE))
+    write_pass_run(tmp_path / "without", "server", "server-sidecar", 1000.0, sum_of(BASE, INBOUND, INBOUND))
+    summary = fit_runs([tmp_path / "without"], "envoy-nocpu", tmp_path / "n.yaml", families=GAMMA)
+    # no CPU and no bursts: the held fraction is the lab's prior, said as such (not a CPU-based estimate)
+    proxy = yaml.safe_load((tmp_path / "n.yaml").read_text())["proxy"]
+    assert proxy["cpu_fraction"] == pytest.approx(lab_prior().fraction)
+    assert "prior" in proxy["source"] and "server/sidecar" not in proxy["source"]
+    assert load_mesh(str(tmp_path / "n.yaml")).proxy.cpu_fraction == 1.0
+    assert any("cpu_fraction not written" in n for n in summary.notes)
+
+
+def test_cpu_fraction_is_capped_at_one_and_skips_non_positive_costs() -> None:
+    def comp(mean_s: float):
+        return SimpleNamespace(best=SimpleNamespace(distribution=SimpleNamespace(mean=mean_s)))
+
+    decomp = SimpleNamespace(components={"proxy.inbound_pass": comp(0.05e-3), "load_balancer.pass": comp(0.05e-3)})
+    entries = [{"component": "server/sidecar", "features": [], "path": "server-sidecar", "cpu_ms_per_request": 0.3,
+                "rates": [200.0, 1000.0], "r2": 0.99},
+               {"component": "lb:server", "features": [], "path": "proxy-lb", "cpu_ms_per_request": -0.01,
+                "rates": [200.0, 1000.0], "r2": 0.1}]
+    notes: list[str] = []
+    out = cpu_fractions(entries, decomp, notes)
+    assert out["proxy"][0] == 1.0
+    assert "load_balancer" not in out and any("not positive" in n for n in notes)

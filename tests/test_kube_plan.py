@@ -153,15 +153,15 @@ def test_only_a_gone_owner_on_this_host_makes_a_namespace_an_orphan() -> None:
     import subprocess
     import sys
 
-    from meshsim.calibrate.measure.kube.cluster import _orphaned, owner_tag
+    from meshsim.calibrate.measure.kube.cluster import owner_is_gone, owner_tag
     from meshsim.calibrate.measure.process_identity import pid_start_ticks
 
-    assert not _orphaned(owner_tag())  # this very process: alive
+    assert not owner_is_gone(owner_tag())  # this very process: alive
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     ticks = pid_start_ticks(gone.pid)
     gone.wait()
     host = socket.gethostname()
-    assert ticks is not None and _orphaned(f"{host}/{gone.pid}/{ticks}")
-    assert not _orphaned(f"another-host/{gone.pid}/{ticks}")  # never judge another machine's processes
-    assert not _orphaned(f"{host}/{gone.pid}")  # unparsable: left alone
-    assert not _orphaned("")
+    assert ticks is not None and owner_is_gone(f"{host}/{gone.pid}/{ticks}")
+    assert not owner_is_gone(f"another-host/{gone.pid}/{ticks}")  # never judge another machine's processes
+    assert not owner_is_gone(f"{host}/{gone.pid}")  # unparsable: left alone
+    assert not owner_is_gone("")

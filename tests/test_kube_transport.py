@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from kube_cluster import free_port, require
+from kube_cluster import ends_with_this_process, free_port, require
 from meshsim.calibrate.measure.kube.transport import DirectTransport, FortioRequest, parse_probe
 from meshsim.errors import RunFailed
 
@@ -21,7 +21,8 @@ def start_fortio(tmp: Path, bind: str = "127.0.0.1:0") -> tuple[subprocess.Popen
     log = tmp / f"fortio-{time.monotonic_ns()}.log"
     proc = subprocess.Popen([str(fortio), "server", "-http-port", bind, "-grpc-port", "disabled",
                              "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled"],
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=tmp)
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=tmp,
+                            preexec_fn=ends_with_this_process())
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         match = re.search(r"http-echo server listening on tcp (\S+:\d+)", log.read_text())

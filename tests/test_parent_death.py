@@ -145,3 +145,33 @@ def test_a_pool_forked_from_a_thread_that_ended_keeps_its_workers() -> None:
         assert alive(first) and pools[0].submit(os.getpid).result(timeout=30) == first
     finally:
         pools[0].shutdown()
+
+
+FIXTURE_THAT_IS_KILLED = textwrap.dedent("""
+    import os, pathlib, signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from kube_cluster import ControlPlane, spawn
+
+    folder = pathlib.Path({folder!r})
+    cp = ControlPlane(workdir=folder, kubeconfig=folder / "kubeconfig", host="")
+    program = spawn(cp, "sleeper", ["sleep", "600"])
+    (folder / "program").write_text(str(program.pid))
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_the_kube_fixtures_programs_end_with_a_killed_pytest(tmp_path: Path) -> None:
+    """A pytest killed during the --kube tests left etcd, kube-apiserver, the scheduler, the controller-manager, kwok
+    and fortio under PID 1: the fixture starts each through ``kube_cluster.spawn``, which asks for the kernel's
+    parent-death signal. Checked with a program that would run ten minutes, started as the fixture starts them by a
+    process that is then SIGKILLed (the same preexec_fn whatever the program; no cluster needed)."""
+    script = FIXTURE_THAT_IS_KILLED.format(tests=str(Path(__file__).parent), folder=str(tmp_path))
+    parent = subprocess.run([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, timeout=60)
+    assert parent.returncode == -signal.SIGKILL, parent.stderr
+    program = int((tmp_path / "program").read_text())
+    try:
+        wait_until("the fixture's program to end with its parent", lambda: not alive(program), 10)
+    finally:
+        if alive(program):
+            os.kill(program, signal.SIGKILL)

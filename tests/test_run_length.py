@@ -45,7 +45,7 @@ def test_open_load_p99_does_not_depend_on_the_run_length() -> None:
     """An M/M/1 queue at rho 0.8 started empty. Its p99s from 2 s and 8 s runs agree (before: 19.4 +- 1.0 against
     22.9 +- 1.1 ms: a 10 % warm-up left part of the transient, and the mean of short runs' own p99s falls short of
     the long-run p99, stats.sectioned), and the long one is near the formula's 23.0 ms. (What the empty start does
-    to a short run's mean: tests/test_sim_theory.py, at rho 0.9.)"""
+    to a short run's mean: tests/test_queueing_theory.py, at rho 0.9.)"""
     short, long = (predict(duration_s=d, seed=1, **MM1) for d in (2.0, 8.0))
     assert apart(short.latency["p99"], long.latency["p99"]) <= 1.0, (short.latency["p99"], long.latency["p99"])
     theory = np.log(100.0) / (1000.0 - 800.0)

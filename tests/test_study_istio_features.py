@@ -114,10 +114,10 @@ def test_the_answers_grow_along_the_chain() -> None:
 
 
 def test_fit_helpers_solve_affine_cells_and_set_the_models() -> None:
-    from meshsim.calibrate.studies.istio_features_scenarios import (_solve, with_client_rtt, with_feature_cost,
+    from meshsim.calibrate.studies.istio_features_scenarios import (solve_affine, with_client_rtt, with_feature_cost,
                                                                    MESH)
 
-    assert _solve(lambda x: 3.0 + 2.0 * x, 10.0, 0.0, 1.0) == pytest.approx(3.5)
+    assert solve_affine(lambda x: 3.0 + 2.0 * x, 10.0, 0.0, 1.0) == pytest.approx(3.5)
     topo = with_client_rtt(load_topology("minikube-chain3"), 6.0, 16.0)
     assert topo.network.client_rtt.mean == pytest.approx(6e-3, rel=1e-6)
     assert 1e6 * 8 / topo.network.bandwidth_bps == pytest.approx(16e-3)  # 16 ms per MB of answer

@@ -212,14 +212,14 @@ def test_every_stage_runs_the_charts_wrk2():
     """wrk2 -c 96 -d 100 (the chart as the issue reads it) with wrk2's default 2 threads; the calibration's first
     10.24 s are simulated but not recorded, and the fit's maximum is that of the 4 488 requests of a 50 rps stage."""
     from meshsim.calibrate.studies.mesh_comparison_fit import fit_baseline
-    from meshsim.calibrate.studies.mesh_comparison_study import _options
+    from meshsim.calibrate.studies.mesh_comparison_study import stage_options
 
     for mesh in ("baseline", "istio"):
         for rps in (50.0, 3500.0):
-            options = _options(mesh, rps, StudySettings())
+            options = stage_options(mesh, rps, StudySettings())
             assert (options.duration_s, options.warmup_s) == (100.0, pytest.approx(10.24))
             assert build_request(options).workload.load == Wrk2Load(rps, 96, 2)
-            short = _options(mesh, rps, StudySettings(short=True))
+            short = stage_options(mesh, rps, StudySettings(short=True))
             assert build_request(short).workload.load == Wrk2Load(rps, 96, 2) and short.duration_s < 5
     assert BENCHMARK.measured_s == pytest.approx(89.76) and BENCHMARK.requests(50.0) == 4488
     assert fit_baseline().requests == 4488

@@ -17,7 +17,7 @@ from meshsim.errors import FieldError
 from meshsim.request import PredictOptions
 from meshsim.sim.experiments.predict import predict_options
 from meshsim.sim.experiments.sweep_cache import PointCache, point_key
-from meshsim.sim.experiments.sweep_runs import point_row, sweep
+from meshsim.sim.experiments.sweep_points import point_row, sweep
 from meshsim.sweep_grid import SweepGrid, parse_feature_sets, parse_rps_range
 from conftest import free_port
 from meshsim.cli import main
@@ -86,9 +86,9 @@ def test_the_cache_key_follows_the_content_not_the_name(tmp_path: Path) -> None:
     assert point_key(options) == point_key(small_grid().points()[0].options)
     assert point_key(options) != point_key(options.with_changes(rps=201.0))
     edited = tmp_path / "single.yaml"
-    from meshsim.catalog import _builtin_file  # the shipped file, copied and changed by one byte of comment
+    from meshsim.catalog import builtin_file  # the shipped file, copied and changed by one byte of comment
 
-    text = _builtin_file("topologies", "single").read_text(encoding="utf-8")  # type: ignore[union-attr]
+    text = builtin_file("topologies", "single").read_text(encoding="utf-8")  # type: ignore[union-attr]
     edited.write_text(text, encoding="utf-8")
     same = small_grid(topologies=(str(edited),)).points()[0].options
     edited.write_text(text + "\n# changed\n", encoding="utf-8")
@@ -126,7 +126,8 @@ def _meshsim(*args: str, **kw: object) -> subprocess.CompletedProcess:
 ])
 def test_bad_input_is_one_line_naming_the_flag(tmp_path: Path, args: list[str], flag: str,
                                                capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("meshsim.sim.experiments.sweep_runs.CONNECT_TIMEOUT_S", 1.0)  # nobody listens there: no need to wait
+    # nobody listens there: no need to wait
+    monkeypatch.setattr("meshsim.sim.experiments.sweep_points.CONNECT_TIMEOUT_S", 1.0)
     args = [a.replace("PORT", str(free_port())) for a in args]
     if "--out" not in args:
         args += ["--out", str(tmp_path / "o.csv")]

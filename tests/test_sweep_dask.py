@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from meshsim.request import PredictOptions
-from meshsim.sim.experiments.sweep_runs import connect_scheduler, sweep
+from meshsim.sim.experiments.sweep_points import connect_scheduler, sweep
 from meshsim.sweep_grid import SweepGrid
 from conftest import free_port
 

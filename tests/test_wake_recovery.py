@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import yaml
 
-from test_calibrate_robust import BASE, GAMMA, INBOUND, N, _write
-from test_calibrate_simrecovery import _truth_model
+from synthetic_passes import BASE, GAMMA, INBOUND, N, write_pass_run
+from test_calibrate_simrecovery import truth_model
 
 from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.fit.sim_check import calibration_topology
@@ -48,7 +48,7 @@ SAMPLES = 20000
 def _simulated_runs(root: Path) -> None:
     from meshsim.sim.experiments.predict import predict
 
-    model = _truth_model()
+    model = truth_model()
     model["proxy"]["wakeup"] = dict(WAKE)
     model["proxy"]["cpu_fraction"] = CPU_FRACTION
     truth = root / "truth.yaml"
@@ -98,12 +98,13 @@ def test_cpu_at_rates_without_a_baseline_identifies_the_wake_up(tmp_path: Path) 
     for rps in (100.0, 300.0, 1000.0, 1500.0):
         folder = tmp_path / ("low" if rps < 1000 else "high")
         if rps < 1000:
-            _write(folder, f"base-{rps:g}", "baseline", rps, _draw(rng, BASE))
+            write_pass_run(folder, f"base-{rps:g}", "baseline", rps, _draw(rng, BASE))
         server = _draw(rng, BASE, INBOUND, INBOUND)
         p_req = -math.expm1(-max(1 / rps - server.mean(), 0.0) / tau)
         colds = (rng.random(N) < p_req).astype(float) + (rng.random(N) < response_p)
         cpu = (c0 + cold * (p_req + response_p)) * N  # seconds over the run's N requests
-        _write(folder, f"server-{rps:g}", "server-sidecar", rps, server + cold * colds, cpu={"server/sidecar": cpu})
+        write_pass_run(folder, f"server-{rps:g}", "server-sidecar", rps, server + cold * colds,
+                       cpu={"server/sidecar": cpu})
     unidentified = fit_runs([tmp_path / "low"], "envoy-low", tmp_path / "low.yaml", families=GAMMA)
     assert load_mesh(str(tmp_path / "low.yaml")).proxy.wakeup is None, unidentified.notes
     summary = fit_runs([tmp_path / "low", tmp_path / "high"], "envoy-ladder", tmp_path / "m.yaml", families=GAMMA)

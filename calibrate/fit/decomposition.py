@@ -95,7 +95,7 @@ def decompose(
 ) -> Decomposition:
     """``cold``: cold wake-ups the proxy passes of these runs hold but the fitted passes must not (the simulator
     adds them itself); they are known parts of every sidecar run."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     baselines = _select(runs, "baseline", frozenset()) or [r for r in runs if r.manifest.setup.path == "baseline"]
     if not baselines:
         raise MeshsimError("no baseline run among the runs given: proxy passes cannot be separated from "
@@ -104,7 +104,7 @@ def decompose(
     grid = Grid.covering(list(observations.values()))
     base = _pooled(grid, baselines)
     main_base = max(baselines, key=lambda r: r.result.count)
-    say(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
+    report_progress(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
     rejected: list[str] = []
     base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
                            rejected=rejected)
@@ -114,9 +114,9 @@ def decompose(
         out.notes.append(f"baseline: better-AIC candidates rejected ({'; '.join(rejected)})")
 
     def fit(name: str, chosen: list[Run], known: GridPmf, k: int) -> GridPmf:
-        say(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
+        report_progress(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
         terms = [Term(observations[r.id], known, k) for r in chosen]
-        comp = fit_component(name, terms, families, progress=say)
+        comp = fit_component(name, terms, families, progress=report_progress)
         out.components[name] = comp
         if comp.rejected:
             out.notes.append(f"{name}: better-AIC candidates rejected ({'; '.join(comp.rejected)})")
@@ -175,11 +175,11 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
     the refusing side is tried with each smaller share (COLD_SHARES) and the share whose passes reproduce the runs
     most likely is kept (the passes must not hold the wake-ups the runs lack either).
     Returns the decomposition and the share of the predicted cold wakes taken per side."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
 
     def attempt(share: dict[str, float]) -> Decomposition:
         known = cold.scaled("inbound", share["inbound"]).scaled("outbound", share["outbound"])
-        return decompose(runs, families, say, cold=known)
+        return decompose(runs, families, report_progress, cold=known)
 
     full = {"inbound": 1.0, "outbound": 1.0}
     try:
@@ -193,7 +193,7 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
         sides = set(COLD_SIDES[refused.component])
         while True:  # a side that refuses in turn is taken down to the same share
             share = {s: level if s in sides else 1.0 for s in full}
-            say(f"{refused.component} refuses its runs over the predicted cold wakes; trying "
+            report_progress(f"{refused.component} refuses its runs over the predicted cold wakes; trying "
                 + ", ".join(f"{share[s]:.0%} of the {s} side's" for s in sorted(sides)))
             try:
                 tried.append((attempt(share), share))

@@ -39,7 +39,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
-def write_report(decomp: Decomposition, folder: Path, say: Progress | None = None) -> list[Path]:
+def write_report(decomp: Decomposition, folder: Path, report_progress: Progress | None = None) -> list[Path]:
     try:
         import matplotlib
 
@@ -84,8 +84,8 @@ def write_report(decomp: Decomposition, folder: Path, say: Progress | None = Non
         written += [png, page]
         rows.append(f"<li>{html.escape(title)} ({html.escape(subtitle)}): "
                     f"<a href='{page.name}'>interactive</a> <img src='{png.name}' width='480'></li>")
-        if say:
-            say(f"report: {png.name}")
+        if report_progress:
+            report_progress(f"report: {png.name}")
     index = write_file(folder / "index.html", "<html><head><meta charset='utf-8'><title>meshsim fit report</title>"
                        "</head><body><h1>Measured vs fitted CDF</h1><ul>" + "\n".join(rows) + "</ul></body></html>",
                        "report")

@@ -104,7 +104,7 @@ def baseline_runs_for_hop(runs: Sequence[Run]) -> list[Run]:
 def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, requests: int = 30_000, seed: int = 1,
                     progress: Progress | None = None) -> NetworkHopFit:
     """Fit the client <-> entry hop of the runs' topology (all runs must name the same one) from their baselines."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     chosen = baseline_runs_for_hop(runs)
     if not chosen:
         raise MeshsimError(f"no baseline run with one connection, a rate and at least {MIN_REQUESTS} requests")
@@ -115,7 +115,7 @@ def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, reque
     for run in chosen:
         topo = run_topology(run, topology)
         key, name = hop_key(topo), topo.name
-        say(f"simulating {run.id} with the {key} hop at zero (the known parts of its latency)")
+        report_progress(f"simulating {run.id} with the {key} hop at zero (the known parts of its latency)")
         known = simulate_baseline(with_hop(topo, key, Deterministic(0.0)), run, requests, seed)
         target = target_of(run, known)
         if float(np.median(known)) >= target.values_s[0]:
@@ -123,7 +123,7 @@ def fit_network_hop(runs: Sequence[Run], topology: Topology | None = None, reque
                                f"other parts alone (client, kernel, app) take {np.median(known) * 1e3:.3f} ms at "
                                f"p50, the run {target.values_s[0] * 1e3:.3f} ms: the topology does not describe it")
         targets.append(target)
-    say(f"fitting the {key} hop of {name} to p50..p{100 * max(max(t.probs) for t in targets):g} of "
+    report_progress(f"fitting the {key} hop of {name} to p50..p{100 * max(max(t.probs) for t in targets):g} of "
         f"{len(targets)} baseline runs")
     fitted = fit_stall_hop(targets)
     if fitted.rms_log_residual > MAX_RMS_LOG_RESIDUAL:

@@ -108,8 +108,8 @@ def fit_baseline_wake(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
     gaps = [_gap_s(r) for r in chosen]
     if len(chosen) < 2 or max(gaps) < MIN_GAP_RATIO * min(gaps):
         return None
-    say = progress or (lambda _m: None)
-    say(f"fitting the cluster's wake-up from {len(chosen)} baseline runs (idle gaps "
+    report_progress = progress or (lambda _m: None)
+    report_progress(f"fitting the cluster's wake-up from {len(chosen)} baseline runs (idle gaps "
         f"{', '.join(f'{g * 1e3:.3g}' for g in sorted(set(gaps)))} ms) ...")
     measured = [tuple(from_result(r.result).quantile(p) * 1e3 for p in LEVELS) for r in chosen]
     without = [_simulate(model, r, work, None, seed) for r in chosen]
@@ -125,7 +125,7 @@ def fit_baseline_wake(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
                 if score < best[1]:
                     best = ((delay, tau, shape), score, sim)
     (delay, tau, shape), score, sim = best
-    say(f"cluster wake-up: delay {delay:g} ms, tau {tau:g} ms, shape {shape:g} (objective {score:.4f}, without "
+    report_progress(f"cluster wake-up: delay {delay:g} ms, tau {tau:g} ms, shape {shape:g} (objective {score:.4f}, without "
         f"{_objective(measured, without):.4f})")
     return BaselineWakeFit(delay, tau, shape, score, tuple(r.id for r in chosen), tuple(measured), tuple(sim),
                            tuple(without))

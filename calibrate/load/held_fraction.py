@@ -140,7 +140,7 @@ def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
     burst runs (or no proxy)."""
     if not model.get("proxy") or not burst_runs(runs):
         return []
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     fits: list[HeldFractionFit] = []
     fixed: dict[str, float] = {}
     inbound, both = burst_runs(runs, "server-sidecar"), burst_runs(runs, "both-sidecars")
@@ -154,7 +154,7 @@ def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
         fit = _fit_side(model, bursts, side, fixed, bound, work, seed)
         fixed[side] = fit.fraction
         fits.append(fit)
-        say(f"held fraction of the {side or 'proxy'} passes {fit.fraction:.3g} from {len(bursts)} burst runs "
+        report_progress(f"held fraction of the {side or 'proxy'} passes {fit.fraction:.3g} from {len(bursts)} burst runs "
             f"({', '.join(f'c={r.manifest.load.connections}' for r in bursts)})")
     return fits
 
@@ -196,7 +196,7 @@ def lab_prior(relative: str = LAB_PRIOR) -> HeldFractionPrior:
     return HeldFractionPrior(fraction, f"measurements/{relative}: {data.get('source', '')}".rstrip(": "))
 
 
-def apply_prior(model: dict[str, Any], notes: list[str], say: Progress) -> None:
+def apply_prior(model: dict[str, Any], notes: list[str], report_progress: Progress) -> None:
     """No bursts among the runs: the CPU-based estimate stays if the runs gave one, else the lab's prior is used."""
     proxy = model["proxy"]
     if isinstance(proxy.get("cpu_fraction"), (int, float)):
@@ -209,4 +209,4 @@ def apply_prior(model: dict[str, Any], notes: list[str], say: Progress) -> None:
            f"request, so the fraction measured with bursts in the lab is used ({prior.source})")
     proxy["source"] = f"{proxy.get('source', '')}; {why}".lstrip("; ")
     notes.append(f"used a prior: proxy.{why}")
-    say(f"used a prior for the held fraction: {prior.fraction:.3g} from the lab's bursts ({LAB_PRIOR})")
+    report_progress(f"used a prior for the held fraction: {prior.fraction:.3g} from the lab's bursts ({LAB_PRIOR})")

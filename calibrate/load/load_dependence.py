@@ -173,7 +173,7 @@ def wake_runs(usable: Sequence[Run]) -> list[Run]:
 
 
 def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run], gaps: Mapping[str, RunGaps],
-            say: Progress, extra: LoadDependenceFit | None = None) -> LoadDependenceFit:
+            report_progress: Progress, extra: LoadDependenceFit | None = None) -> LoadDependenceFit:
     """Wake-ups from runs at several rates; ``gaps``: each run's simulated idle gaps (``wake_gaps``)."""
     extra = extra or LoadDependenceFit()
     series = _wake_series(usable, gaps)
@@ -187,7 +187,7 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
     if not fit.accepted:
         extra.notes.append(f"load dependence of the proxy ({seen}): {fit.verdict()}: no wakeup block written; "
                            "the passes hold the reference rate's cost")
-        say(extra.notes[-1])
+        report_progress(extra.notes[-1])
         return extra
     extra.wakeup = fit.block(f"fitted by meshsim fit from plain sidecar runs, per request: {seen}; idle gaps of "
                              "every pass from replaying each run in the simulator; cold wake probability "
@@ -210,7 +210,7 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
         extra.notes.append(f"load dependence ({seen}): {fit.verdict()}; but no plain sidecar run at the reference "
                            f"rate among {', '.join(sorted(ref_ids))}: no wakeup block written")
         extra.wakeup = None
-        say(extra.notes[-1])
+        report_progress(extra.notes[-1])
         return extra
     inbound = sides["inbound"]
     extra.cold = ColdWakes(fit.delay_s + fit.cpu_s, fit.resume_cpu_s, inbound, sides.get("outbound", inbound))
@@ -226,7 +226,7 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
     extra.notes.append(
         f"load dependence ({seen}): {fit.verdict()}; at the reference rate {ref_runs[0].rps or 0:g} rps, {at_ref}: "
         "the decomposition takes these wake-ups as known parts (the simulator adds them itself)")
-    say(extra.notes[-1])
+    report_progress(extra.notes[-1])
     return extra
 
 

@@ -27,7 +27,7 @@ Assemble = Callable[[load_dependence.LoadDependenceFit, Decomposition], dict[str
 
 def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Sequence[Run], usable: Sequence[Run],
                            ref_runs: Sequence[Run], other_runs: Sequence[Run], extra: load_dependence.LoadDependenceFit,
-                           fams: Sequence[Family], say: Progress) -> Decomposition:
+                           fams: Sequence[Family], report_progress: Progress) -> Decomposition:
     """Replay the sidecar runs for their workers' idle gaps, fit the load dependence into ``extra``, and fit the
     passes again with the reference rate's cold wake-ups as known parts.
 
@@ -38,12 +38,12 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
     fitted: load_dependence.LoadDependenceFit | None = None
     for replayed in range(1, WAKE_REPLAYS + 1):
         model = assemble(replace(fitted, notes=list(fitted.notes)) if fitted else load_dependence.LoadDependenceFit(), decomp)
-        say(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps "
+        report_progress(f"replaying {len(replay)} sidecar runs in the simulator for their workers' idle gaps "
             f"({'no wake-up yet' if fitted is None else 'with the wake-up fitted from the last replay'}) ...")
         with tempfile.TemporaryDirectory(prefix="meshsim-gaps-") as work:
-            gaps = simulate_gaps(model, replay, Path(work), progress=say if fitted is None else None)
+            gaps = simulate_gaps(model, replay, Path(work), progress=report_progress if fitted is None else None)
         trial = replace(extra, notes=list(extra.notes))  # the baseline's part kept, this replay's wake-up fit added
-        load_dependence.analyse(usable, ref_runs, other_runs, gaps, say, trial)
+        load_dependence.analyse(usable, ref_runs, other_runs, gaps, report_progress, trial)
         if trial.cold is None:
             if fitted is not None:
                 fitted.notes.append(f"replay {replayed} with the fitted wake-up left it unidentified: the wake-up of "
@@ -51,8 +51,8 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
             break
         settled = fitted is not None and _settled(fitted.wakeup or {}, trial.wakeup or {})
         fitted = trial
-        say("fitting the passes again with the reference rate's wake-ups as known parts")
-        decomp, shares = decompose_with_cold_wakes(ref_runs, trial.cold, fams, say)
+        report_progress("fitting the passes again with the reference rate's wake-ups as known parts")
+        decomp, shares = decompose_with_cold_wakes(ref_runs, trial.cold, fams, report_progress)
         if settled:
             break
     if fitted is None:
@@ -69,7 +69,7 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
         extra.notes.append("the reference runs refused the cold wakes their idle gaps predict; the passes were "
                            "fitted with " + ", ".join(f"{share:.0%} of the {side} side's" for side, share in
                                                       fewer.items()) + " (the simulator still adds all)")
-        say(extra.notes[-1])
+        report_progress(extra.notes[-1])
     return decomp
 
 

@@ -114,7 +114,7 @@ def run_means(jobs: list[PredictOptions], processes: int | None) -> list[float]:
 
 
 def _mean_ms(job: PredictOptions) -> float:
-    from meshsim.sim.experiments.factorial_runs import metric_of
+    from meshsim.sim.experiments.factorial_replications import metric_of
     from meshsim.sim.experiments.predict import predict_options
 
     return metric_of(predict_options(job), "mean_ms")
@@ -142,7 +142,7 @@ def with_feature_cost(mesh: MeshModel, feature: str, per_pass_ms: float, per_kb_
     return replace(mesh, features=features)
 
 
-def _solve(measure: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+def solve_affine(measure: Callable[[float], float], target: float, lo: float, hi: float) -> float:
     """x with measure(x) = target for a measure affine in x (mean latency at 10 rps: no queueing to bend it)."""
     m_lo, m_hi = measure(lo), measure(hi)
     return lo + (target - m_lo) * (hi - lo) / (m_hi - m_lo)
@@ -169,16 +169,16 @@ def fit_lowest_rate(settings: StudySettings) -> dict[str, float]:
 
     rtt, per_mb = 10.0, 0.0
     for _ in range(2):  # the two are coupled only through the 120 B answers' transfer: two rounds settle them
-        rtt = _solve(lambda x: mean(cell("default", 120), with_client_rtt(topo, x, per_mb), mesh),
+        rtt = solve_affine(lambda x: mean(cell("default", 120), with_client_rtt(topo, x, per_mb), mesh),
                      pub[cell("default", 120)], rtt * 0.5, rtt)
-        per_mb = _solve(lambda x: mean(cell("default", 98000), with_client_rtt(topo, rtt, x), mesh),
+        per_mb = solve_affine(lambda x: mean(cell("default", 98000), with_client_rtt(topo, rtt, x), mesh),
                         pub[cell("default", 98000)], 0.0, 10.0)
     fitted = {"client_rtt_ms": rtt, "transfer_ms_per_mb": per_mb}
     topo = with_client_rtt(topo, rtt, per_mb)
     for feature in ("observability", "mtls"):
-        per_pass = _solve(lambda x: mean(cell(feature, 120), topo, with_feature_cost(mesh, feature, x, 0.0)),
+        per_pass = solve_affine(lambda x: mean(cell(feature, 120), topo, with_feature_cost(mesh, feature, x, 0.0)),
                           pub[cell(feature, 120)], 0.0, 0.2)
-        per_kb = _solve(lambda x: mean(cell(feature, 98000), topo, with_feature_cost(mesh, feature, per_pass, x)),
+        per_kb = solve_affine(lambda x: mean(cell(feature, 98000), topo, with_feature_cost(mesh, feature, per_pass, x)),
                         pub[cell(feature, 98000)], 0.0, 0.01)
         fitted[f"{feature}_per_pass_ms"], fitted[f"{feature}_per_kb_ms"] = per_pass, per_kb
     return fitted

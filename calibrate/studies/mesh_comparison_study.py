@@ -50,7 +50,7 @@ SIDECAR_REPLICAS = 10
 TIME_LIMIT_S = 30.0
 
 
-def _options(mesh: str, rps: float, settings: StudySettings, load: Wrk2Run = BENCHMARK) -> PredictOptions:
+def stage_options(mesh: str, rps: float, settings: StudySettings, load: Wrk2Run = BENCHMARK) -> PredictOptions:
     model = MESH_MODELS[mesh]
     # a full stage is wrk2's run: its calibration is simulated and left out of the recorded window, as wrk2 resets
     # its histograms after it
@@ -190,7 +190,7 @@ class MeshComparisonStudy(Study):
             for mesh in MESH_MODELS:
                 if progress:
                     progress(f"{mesh} at {rps:g} rps")
-                prediction = predict_stage(_options(mesh, rps, settings), settings, progress)
+                prediction = predict_stage(stage_options(mesh, rps, settings), settings, progress)
                 _record_stage(extras, f"{mesh}@{rps:g}", rps, prediction)
                 cells += _latency_cells(latency.where(mesh=mesh, rate_rps=rps), mesh, rps, prediction)
                 if MESH_MODELS[mesh] is not None:
@@ -223,7 +223,7 @@ def _what_if_per_url(mesh: str, settings: StudySettings, progress: Progress | No
     rps = RATES[-1]
     if progress:
         progress(f"{mesh} at {rps:g} rps with {PER_URL.connections} connections (what-if)")
-    prediction = predict_stage(_options(mesh, rps, settings, PER_URL), settings, progress)
+    prediction = predict_stage(stage_options(mesh, rps, settings, PER_URL), settings, progress)
     published = published_column(mesh, rps)
     out: dict[str, Any] = {"connections": PER_URL.connections, "achieved_rps": round(prediction.achieved_rps.value, 1),
                            "mean_ms": round(prediction.latency["mean"].value * 1e3, 3), "error": {}}

@@ -292,7 +292,7 @@ def read_validated_model(model: str | Path) -> tuple[Path, dict[str, Any], str]:
 
 def validate_runs(options: ValidateOptions, progress: Progress | None = None) -> Validation:
     """Replay every run in the simulator and compare; failed or unreplayable runs are skipped with a note."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     topology = options.topology
     model_path, model_data, name = read_validated_model(options.model)
     topo: Topology | None = load_topology(topology) if topology is not None else None
@@ -303,7 +303,7 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
     validation = Validation(str(model_path), name, [], include_fit_runs=options.include_fit_runs,
                             settings={"replications": options.replications, "sim_duration_s": options.sim_duration_s,
                                       "seed": options.seed, "topology": str(topology) if topology else "from manifests"})
-    runs = _load(options.run_dirs, validation.skipped, say)
+    runs = _load(options.run_dirs, validation.skipped, report_progress)
     plans = []
     topology_runs: set[str] = set()
     for run in runs:
@@ -312,37 +312,37 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
                                    replications=options.replications, seed=options.seed, processes=options.processes)
         except CannotReplay as exc:
             validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
-            say(f"skipped {run.id}: {exc}")
+            report_progress(f"skipped {run.id}: {exc}")
             continue
         plans.append((run, plan))
         if base_id is not None:
             topology_runs.add(base_id)
     try:
         for index, (run, plan) in enumerate(plans, 1):
-            _compare_one(validation, run, plan, model_path, fitted, topology_runs, f"[{index}/{len(plans)}]", say)
+            _compare_one(validation, run, plan, model_path, fitted, topology_runs, f"[{index}/{len(plans)}]", report_progress)
     except KeyboardInterrupt:  # keep what is finished: the caller prints it and exits as interrupted
         validation.interrupted = f"interrupted after {len(validation.comparisons)} of {len(plans)} runs"
-        say(validation.interrupted)
+        report_progress(validation.interrupted)
     return validation
 
 
 def _compare_one(validation: Validation, run: Run, plan: Any, model_path: Path, fitted: set[str],
-                 topology_runs: set[str], counter: str, say: Progress) -> None:
+                 topology_runs: set[str], counter: str, report_progress: Progress) -> None:
     """Replay one run and append its comparison (or a skip note) to ``validation``."""
     from meshsim.sim.experiments.predict import predict_options
 
     role = "fit" if run.id in fitted else "topology" if run.id in topology_runs else "held-out"
-    say(f"{counter} simulating {run.id} ({role}) ...")
+    report_progress(f"{counter} simulating {run.id} ({role}) ...")
     try:
         pred = predict_options(plan.options.with_changes(mesh=model_path)).to_dict()
     except MeshsimError as exc:
         validation.skipped.append(f"{run.id}: the simulator refused it: {exc}")
-        say(f"skipped {run.id}: {exc}")
+        report_progress(f"skipped {run.id}: {exc}")
         return
     comparison = _compare(run, role, pred, plan.notes)
     validation.comparisons.append(comparison)
     p = comparison.latency_ms
-    say(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
+    report_progress(f"    p50 {p['p50'].measured:.3f} vs {p['p50'].predicted:.3f} ms, p99 {p['p99'].measured:.3f} vs "
         f"{p['p99'].predicted:.3f} ms, rps {comparison.achieved_rps.measured:.0f} vs "
         f"{comparison.achieved_rps.predicted:.0f}")
 

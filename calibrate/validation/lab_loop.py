@@ -79,7 +79,7 @@ class LabValidation:
     ladder: tuple[Any, ...] = ()  # the calibration's load-ladder rungs (lab_calibration.LadderRung)
 
 
-def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Progress) -> list[Path]:
+def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, report_progress: Progress) -> list[Path]:
     """Every held-out setup once, then every one again (``plan.repeats`` rounds), each on a freshly started lab.
 
     The rounds, not back-to-back repeats: a repeat minutes later also sees how the machine drifted over the
@@ -94,9 +94,9 @@ def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, say: Pro
             spec = LabSpec(topology=h.topology, mode=h.mode, workers=h.workers, cpu_limit=h.cpu_limit, mesh=mesh)
             probes = [ProbeSettings(rps=q, connections=c, duration_s=plan.duration_s,
                                     payload_bytes=plan.payload_bytes) for q, c in h.probes]
-            say(f"held-out round {round_}/{plan.repeats} [{index}/{len(plan.held_out)}] {h.topology} {h.mode} "
+            report_progress(f"held-out round {round_}/{plan.repeats} [{index}/{len(plan.held_out)}] {h.topology} {h.mode} "
                 f"workers={h.workers} cpu_limit={h.cpu_limit} ...")
-            results = lab_run(spec, probes, out_dir, progress=lambda m: say(f"    {m}"))
+            results = lab_run(spec, probes, out_dir, progress=lambda m: report_progress(f"    {m}"))
             folders.extend(r.folder for r in results)
     return folders
 
@@ -113,7 +113,7 @@ def validate_lab(
     """Calibrate (``calibrate_lab``), measure the held-out runs, validate; every run and the model stay in out_dir.
 
     Layout: ``OUT/calibration/<run>`` (and ``OUT/calibration-again/<run>`` when the fit refused a run, see
-    :func:`_calibrate`), ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
+    :func:`calibrate_with_one_retry`), ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
     """
     from meshsim.calibrate.lab_calibration import calibrate_lab
 
@@ -121,22 +121,22 @@ def validate_lab(
         if plan not in PLANS:
             raise FieldError("plan", f"unknown plan {plan!r} (known: {', '.join(PLANS)})")
         plan = PLANS[plan]
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     out = Path(out_dir)
     started = time.monotonic()
     model = out / f"{mesh}.yaml"
-    say(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} rps, c=1")
-    cal = _calibrate(calibrate_lab, plan, mesh, out, model, say)
-    held = measure_held_out(plan, out / "held-out", mesh, say)
-    say(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
+    report_progress(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} rps, c=1")
+    cal = calibrate_with_one_retry(calibrate_lab, plan, mesh, out, model, report_progress)
+    held = measure_held_out(plan, out / "held-out", mesh, report_progress)
+    report_progress(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
     validation = validate_runs(ValidateOptions(model, (*cal.run_dirs, *held), replications=replications, seed=seed),
-                               say)
+                               report_progress)
     return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started,
                          tuple(cal.ladder))
 
 
-def _calibrate(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,
-               say: Progress) -> Any:
+def calibrate_with_one_retry(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,
+               report_progress: Progress) -> Any:
     """The plan's calibration; measured once more, into a fresh folder, when the fit refuses a run. A lab run on a
     shared machine can catch a transient (a descheduled Envoy, a page-cache flush) that no candidate distribution
     reproduces; the refused runs stay on disk next to the new ones, and a second refusal is the answer."""
@@ -147,7 +147,7 @@ def _calibrate(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh:
                        payloads=(plan.payload_bytes,), duration_s=plan.calibration_duration_s,
                        stages=plan.calibration_stages)
     try:
-        return calibrate_lab(lab_plan, say)
+        return calibrate_lab(lab_plan, report_progress)
     except FitRefused as exc:
-        say(f"the fit refused {', '.join(exc.runs)} ({exc.component}); measuring the calibration once more")
-        return calibrate_lab(replace(lab_plan, out_dir=out / "calibration-again"), say)
+        report_progress(f"the fit refused {', '.join(exc.runs)} ({exc.component}); measuring the calibration once more")
+        return calibrate_lab(replace(lab_plan, out_dir=out / "calibration-again"), report_progress)

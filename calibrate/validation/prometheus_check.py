@@ -105,13 +105,13 @@ def validate_prometheus(source: PrometheusSource, prediction: PrometheusPredicti
     """Read the window, predict at its rate, compare, and render as ``meshsim validate`` does."""
     from meshsim.sim.experiments.predict import predict_options
 
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     if report.html is not None:
         check_file(report.html, "html")
     model_path, _data, name = read_validated_model(prediction.model)
-    say(f"reading {source.window} of {source.metrics} metrics from {source.url} ...")
+    report_progress(f"reading {source.window} of {source.metrics} metrics from {source.url} ...")
     window = source.read()
-    say(f"    {window.rps:.1f} rps, {window.requests:.0f} requests; simulating {name} at that rate ...")
+    report_progress(f"    {window.rps:.1f} rps, {window.requests:.0f} requests; simulating {name} at that rate ...")
     pred = predict_options(prediction.options(model_path, window.rps, window.window_s)).to_dict()
     load = f"fortio c{prediction.connections}" if prediction.connections else "open load"
     features = f" +{'+'.join(prediction.features)}" if prediction.features else ""

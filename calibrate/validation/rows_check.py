@@ -93,7 +93,7 @@ def _pct(r: ScoredRun, key: str) -> str:
 def validate_rows(model: str | Path, csvs: Sequence[str | Path], *, by: str | None = None, as_json: bool = False,
                   include_fit_runs: bool = False, progress: Progress | None = None) -> str:
     """Replay every summary row of ``csvs`` on ``model`` and return the text (or JSON) ``meshsim validate`` prints."""
-    say = progress or (lambda _m: None)
+    report_progress = progress or (lambda _m: None)
     data = read_model(model)
     settings = row_settings(data, model)
     rows, _skipped = read_rows(csvs)
@@ -102,7 +102,7 @@ def validate_rows(model: str | Path, csvs: Sequence[str | Path], *, by: str | No
     scored = []
     try:
         for index, row in enumerate(rows, 1):
-            say(f"[{index}/{len(rows)}] simulating {row.id}")
+            report_progress(f"[{index}/{len(rows)}] simulating {row.id}")
             simulated = simulator.simulate(data, row)
             scored.append(scored_row(row, "fit" if row.id in fitted else "held-out", simulated.quantiles_s,
                                      simulated.cpu_cores))

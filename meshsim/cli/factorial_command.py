@@ -1,7 +1,8 @@
 """``meshsim factorial``: a 2^k r factorial design over simulated predictions (Jain, ch. 17-18).
 
-Parses the factors and the options every cell shares, calls :func:`meshsim.sim.experiments.factorial_runs.factorial`, prints
-the effects with their confidence intervals and the percentage of variation each explains (or JSON).
+Parses the factors and the options every cell shares, calls
+:func:`meshsim.sim.experiments.factorial_replications.factorial`, prints the effects with their confidence intervals
+and the percentage of variation each explains (or JSON).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def base_options(args: argparse.Namespace) -> PredictOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshsim.sim.experiments.factorial_runs import factorial
+    from meshsim.sim.experiments.factorial_replications import factorial
 
     progress = None if args.json else (lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     result = factorial(args.factor, base_options(args), args.replications, args.metric, progress,

@@ -1,4 +1,5 @@
-"""``meshsim sweep``: parse the grid, call :func:`meshsim.sim.experiments.sweep_runs.sweep`, show a progress bar, exit code."""
+"""``meshsim sweep``: parse the grid, call :func:`meshsim.sim.experiments.sweep_points.sweep`, show a progress bar,
+exit code."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def grid_of(args: argparse.Namespace) -> SweepGrid:
 
 def run(args: argparse.Namespace) -> int:
     from meshsim.cli.sweep_page import check_sweep_page, write_sweep_page
-    from meshsim.sim.experiments.sweep_runs import sweep
+    from meshsim.sim.experiments.sweep_points import sweep
 
     args.flag_overrides = {"features": "--vary" if args.vary else "--features"}
     page = None

@@ -24,7 +24,8 @@ import simpy
 from meshsim.distributions import Exponential
 from meshsim.workload import FortioLoad, Load, OpenLoad, SequentialLoad, Wrk2Load
 from meshsim.sim.engine.streams import Sampler, Streams
-from meshsim.sim.engine.system import Process, System
+from meshsim.sim.engine.nested_calls import Process
+from meshsim.sim.engine.system import System
 
 Record = Callable[[float, float], None]
 

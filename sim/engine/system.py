@@ -4,61 +4,26 @@ A call from a caller to a service goes: caller app -> caller's outbound proxy ->
 callee's inbound sidecar -> callee app (its handler: compute, calls, fork/join, weighted choice) and back the same
 way; Envoy's request and response passes of one connection land on the same worker. Delays that are pure latency
 (network, loopback) are folded into the wait for the next station, so each station visit costs one SimPy event.
+The CPU that belongs to no station (kernel, load generator) is booked in host_cpu.py; a request's nested calls run as
+one SimPy process by nested_calls.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
-from types import GeneratorType
-from typing import Callable, Generator, Union
 
 import simpy
 
-from meshsim.distributions import Deterministic, Distribution
 from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
-from meshsim.topology import Call, Choose, Parallel, Service, Topology
+from meshsim.topology import Call, Choose, Parallel, Service
 from meshsim.workload import Workload
 from meshsim.sim.engine.balancing import POLICIES, Balancer
 from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.engine.stations import NodeCores, Station
+from meshsim.sim.engine.host_cpu import HostCpu
+from meshsim.sim.engine.nested_calls import Nested, Process, nested
+from meshsim.sim.engine.stations import Station
 from meshsim.sim.engine.streams import Sampler, Streams
-
-Process = Generator[simpy.Event, object, None]
-# A call or handler step: it yields SimPy events to wait for, and the generator of a call it makes (run by nested())
-Nested = Generator[Union[simpy.Event, "Nested"], object, None]
-
-
-def nested(top: Nested) -> Process:
-    """Run ``top`` and the calls it makes as one SimPy process: a generator it yields is run to its end before ``top``
-    resumes, as ``yield from`` would, with the same events in the same order -- but on an explicit stack, so that a
-    call graph 1,000 services deep is not 2,000 generator frames deep (past Python's recursion limit)."""
-    stack = [top]
-    value: object = None
-    error: BaseException | None = None
-    while stack:
-        gen = stack[-1]
-        try:
-            item = gen.send(value) if error is None else gen.throw(error)
-        except StopIteration as done:
-            stack.pop()
-            value, error = done.value, None
-            continue
-        except BaseException as raised:  # noqa: BLE001 - not handled there: on to its caller, as through yield from
-            stack.pop()
-            if not stack:
-                raise
-            value, error = None, raised
-            continue
-        value = error = None
-        if item.__class__ is GeneratorType:  # a call: run to its end before its caller goes on
-            stack.append(item)
-            continue
-        try:
-            value = yield item
-        except BaseException as thrown:  # noqa: BLE001 - an event's failure goes to the generator waiting on it
-            error = thrown
 
 
 @dataclass
@@ -128,7 +93,6 @@ class System:
         self.tls_pairs: set[tuple[str, str]] = set()
         self._share_node_cpu()
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
-        self.host_cpu_time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
         # bytes of every call's request (mesh headers included) and response while recording, and the size of the
         # request the entry service receives: what a packet capture between pods sees (loopback copies excluded)
         self.wire_request_bytes = 0.0
@@ -182,7 +146,9 @@ class System:
     def _share_node_cpu(self) -> None:
         """Put every station on its node's CPU quota (nodes with declared cores)."""
         topo = self.scenario.topology
-        self.node_cpu = self._host_cpu(topo)
+        self.host = HostCpu(self.env, topo, self.streams, self.net)
+        self.node_cpu = self.host.node_cpu
+        self.client_cpu_per_call = self.host.client_cpu_per_call
         for reps in self.apps.values():
             for app in reps:
                 app.station.node = self.node_cpu.get(app.node)
@@ -194,55 +160,6 @@ class System:
             if f.collector is not None and f.collector.node is not None:
                 self.collectors[f.name].node = self.node_cpu.get(f.collector.node)
 
-    # -- wiring helpers ------------------------------------------------------------------------------------------
-
-    def _host_cpu(self, topo: Topology) -> dict[str, NodeCores]:
-        """The declared nodes' cores, and the samplers of the CPU consumers that are not stations: the load
-        generator's CPU per call and the kernel's network stack per hop and per KB."""
-        env = self.env
-        cpu = topo.client.cpu_per_call
-        self.client_cpu_per_call = self.streams.sampler("client:cpu", cpu) if cpu is not None else None
-        kernel = topo.network.kernel_cpu
-        self.kernel_per_hop: Callable[[], float] | None = None
-        self.kernel_per_kb: Callable[[], float] = _constant(0.0)
-        if kernel is not None:
-            self.kernel_per_hop = _draws(self.streams, "kernel:per-hop", kernel.per_hop)
-            self.kernel_per_kb = _draws(self.streams, "kernel:per-kb", kernel.per_kb)
-        return {node: NodeCores(cores, lambda: env.now) for node, cores in topo.node_cores.items()}
-
-    def _on_node(self, node: str, start: float, work: float) -> float:
-        """When ``work`` CPU seconds ready at ``start`` finish on ``node`` (on a core of its own if undeclared)."""
-        cores = self.node_cpu.get(node)
-        return start + work if cores is None else cores.run(start, work)
-
-    def _hop(self, pending: float, src: str, dst: str, nbytes: int, loopback: bool = False) -> float:
-        """``pending`` after a one-way hop: the network's latency, plus the time the kernel's sending and
-        receiving work waits for and uses a core of the sender's and the receiver's node."""
-        latency = self.net.loopback() if loopback else self.net.hop(src, dst, nbytes)
-        per_hop = self.kernel_per_hop
-        if per_hop is None:
-            return pending + latency
-        cpu = per_hop() + self.kernel_per_kb() * nbytes / 1024.0
-        now = self.env.now
-        t = now + pending
-        node_cpu = self.node_cpu
-        cores = node_cpu.get(src)
-        if src == dst:  # loopback or same node: sender and receiver work on the same cores, booked as one burst
-            after = (t + cpu if cores is None else cores.run(t, cpu)) + latency - now
-        else:
-            half = 0.5 * cpu
-            t = (t + half if cores is None else cores.run(t, half)) + latency
-            cores = node_cpu.get(dst)
-            after = (t + half if cores is None else cores.run(t, half)) - now
-        if self.net.recording:  # time a request spent in CPU that belongs to no station (here the kernel)
-            self.host_cpu_time += after - pending - latency
-        return after
-
-    def _count_host_cpu(self, seconds: float) -> None:
-        """Time a request spent in CPU that belongs to no station (kernel, load generator), while recording."""
-        if self.net.recording:
-            self.host_cpu_time += seconds
-
     def _balancer(self, policy: str, target: str, chooser: str) -> Balancer:
         n = self.scenario.topology.services[target].replicas
         return POLICIES[policy](n, self.streams.rng(f"balance:{chooser}->{target}"))
@@ -253,6 +170,15 @@ class System:
         if bal is None:
             bal = self.client_balancers[key] = self._balancer(self.client_policy, target, caller.name)
         return bal
+
+    @property
+    def host_cpu_time(self) -> float:
+        """Recorded time in kernel and load-generator CPU (use and wait), summed."""
+        return self.host.time
+
+    @host_cpu_time.setter
+    def host_cpu_time(self, seconds: float) -> None:  # the compiled engine hands back its own sum
+        self.host.time = seconds
 
     def stations(self) -> list[tuple[str, Station, ProxyInstance | None]]:
         """(component, station, proxy or None) for every station, for CPU and utilisation accounting."""
@@ -295,8 +221,8 @@ class System:
         if self.client_cpu_per_call is not None:  # fortio's CPU per call, before the request leaves
             now = self.env.now
             before = pending
-            pending = self._on_node(self.client.node, now + pending, self.client_cpu_per_call.draw()) - now
-            self._count_host_cpu(pending - before)
+            pending = self.host.on_node(self.client.node, now + pending, self.client_cpu_per_call.draw()) - now
+            self.host.count(pending - before)
         entry = self.scenario.topology.entry
         if not self.workload.keepalive:  # a new TCP (and TLS) connection per request
             rtts = 1 + (2 if self.workload.tls else 0)
@@ -325,7 +251,7 @@ class System:
 
     def call(self, caller: Caller, target: str, conn: int, pending: float) -> Nested:
         env, net = self.env, self.net
-        timeout = env.timeout
+        timeout, hop = env.timeout, self.host.hop
         route = self.route_to(caller, target)
         svc, lb, balancer = route.service, route.lb, route.balancer
         index = balancer.start()
@@ -349,20 +275,20 @@ class System:
                 new_session = True
         # request direction
         if out is not None:
-            pending = self._hop(pending, caller.node, out.node, req_bytes, out.node == caller.node)
+            pending = hop(pending, caller.node, out.node, req_bytes, out.node == caller.node)
             if pending > 0:
                 yield timeout(pending)
             now = out_opened = env.now
             pending = out.pass_(now, "outbound_request", conn, req_bytes, handshake=new_session) - now
         src = out.node if out is not None else caller.node
         if lb is not None:
-            pending = self._hop(pending, src, lb.node, req_bytes)
+            pending = hop(pending, src, lb.node, req_bytes)
             if pending > 0:
                 yield timeout(pending)
             now = lb_opened = env.now
             pending = lb.pass_(now, "request", conn, req_bytes) - now
             src = lb.node
-        pending = self._hop(pending, src, node, req_bytes)
+        pending = hop(pending, src, node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
             pending += net.round_trip(src, node) * inbound.handshake_round_trips
         if inbound is not None:
@@ -370,34 +296,34 @@ class System:
                 yield timeout(pending)
             now = in_opened = env.now
             pending = inbound.pass_(now, "inbound_request", conn, req_bytes, handshake=new_session) - now
-            pending = self._hop(pending, node, node, req_bytes, True)
+            pending = hop(pending, node, node, req_bytes, True)
         yield self.handle(replica, conn, pending)  # run to its end by nested()
         # response direction (the app has just sent its response; env.now is that time)
         pending = 0.0
         if inbound is not None:
-            pending = self._hop(0.0, node, node, resp_bytes, True)
+            pending = hop(0.0, node, node, resp_bytes, True)
             if pending > 0:
                 yield timeout(pending)
             now = env.now
             pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
             inbound.hold(in_opened, now + pending)
         if lb is not None:
-            pending = self._hop(pending, node, lb.node, resp_bytes)
+            pending = hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
                 yield timeout(pending)
             now = env.now
             pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
             lb.hold(lb_opened, now + pending)
-            pending = self._hop(pending, lb.node, src if out is None else out.node, resp_bytes)
+            pending = hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
-            pending = self._hop(pending, node, src, resp_bytes)
+            pending = hop(pending, node, src, resp_bytes)
         if out is not None:
             if pending > 0:
                 yield timeout(pending)
             now = env.now
             pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
             out.hold(out_opened, now + pending)
-            pending = self._hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
+            pending = hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
             yield timeout(pending)
         balancer.done(index, env.now - sent)
@@ -442,13 +368,3 @@ class System:
                 return name
         return step.services[-1]
 
-
-def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:
-    """A sampler's draw, or for a constant its value without drawing (per-hop costs are drawn on every hop)."""
-    if isinstance(dist, Deterministic):
-        return _constant(max(dist.value, 0.0))
-    return streams.sampler(name, dist).draw
-
-
-def _constant(value: float) -> Callable[[], float]:
-    return repeat(value).__next__

@@ -34,7 +34,7 @@ from meshsim.request import PredictOptions, build_request
 from meshsim.sim.engine_choice import load_compiled_engine
 from meshsim.sim.experiments.predict import (Prediction, check_request, predict_options,
                                  uses_compiled_engine)
-from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.replication_workers import stop_workers
 from meshsim.sim.experiments.stats import t_interval
 
 LIGHT_RPS = 100.0  # first probe when the options give no rate

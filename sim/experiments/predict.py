@@ -29,7 +29,7 @@ from meshsim.workload import Load, RunSettings, Workload
 from meshsim.sim.experiments.run_cost import ENGINE_SPEEDS, CostEstimate, check_budget, time_left_for_another_batch
 from meshsim.sim.engine.replication_result import BREAKDOWN_KEYS, Horizon, ReplicationResult
 from meshsim.sim.engine_choice import EngineChoice, choose_engine, compiled_code_cached, load_compiled_engine
-from meshsim.sim.experiments.replication_runs import ReplicationRunner
+from meshsim.sim.experiments.replication_workers import ReplicationRunner
 from meshsim.sim.experiments.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
 from meshsim.sim.experiments.latency_estimates import expected_arrivals, latency_estimates, latency_interval
 from meshsim.sim.experiments.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval

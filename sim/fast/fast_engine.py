@@ -240,9 +240,9 @@ def _series(system: System, lowering: Lowering, horizon: Horizon, layout: Layout
     return replication_series(sampler, origin, measured[:, 1], measured[:, 0])
 
 
-def load_compiled(say: Callable[[str], None] | None = None) -> None:
+def load_compiled(report_progress: Callable[[str], None] | None = None) -> None:
     """Load (or build, the first time) the compiled loop now, then run a tiny replication of a one-service scenario
-    (the rest of the engine's first-call costs). ``say`` hears the one line of a fallback to numba's JIT."""
+    (the rest of the engine's first-call costs). ``report_progress`` hears the one line of a fallback to numba's JIT."""
     from meshsim.distributions import Deterministic
     from meshsim.mesh import MeshModel
     from meshsim.topology import Client, Compute, Network, Service, Topology
@@ -252,5 +252,5 @@ def load_compiled(say: Callable[[str], None] | None = None) -> None:
     topology = Topology("warm", "q", {"q": service}, Network(loopback=zero, same_node=zero, cross_node=zero,
                                                                 bandwidth_bps=1e30), Client(request_bytes=0))
     scenario = Scenario(topology, MeshModel(name="none", proxy=None, features={}, load_balancer=None))
-    compiled_loop(say=say)
+    compiled_loop(report_progress=report_progress)
     run_fast_replication(scenario, Workload(OpenLoad(100.0)), Horizon(0.02, 0.0, 0.01), 0, 0)

@@ -104,13 +104,18 @@ def loop_on_disk() -> bool:
     return directory.is_dir() and any(directory.rglob("fast_kernels*.nbi"))
 
 
-def compiled_loop(directory: Path | None = None, say: Callable[[str], None] | None = None) -> Loop:
+def compiled_loop(directory: Path | None = None, report_progress: Callable[[str], None] | None = None) -> Loop:
     """The loop: the native module (built now if missing), else numba's JIT when the native module cannot be built
     here or MESHSIM_NATIVE_LOOP=0. Loaded once per process and directory."""
     key = str(directory)
     if key not in _LOADED:
-        _LOADED[key] = _native_or_jit(directory, say or _stderr)
+        _LOADED[key] = _native_or_jit(directory, report_progress or _stderr)
     return _LOADED[key]
+
+
+def forget_loaded_loop(directory: Path | None = None) -> None:
+    """The next ``compiled_loop(directory)`` loads the loop again, as a new process would."""
+    _LOADED.pop(str(directory), None)
 
 
 def jit_loop() -> Loop:
@@ -147,7 +152,7 @@ def load_native(path: Path) -> Loop:
     return module.run
 
 
-def _native_or_jit(directory: Path | None, say: Callable[[str], None]) -> Loop:
+def _native_or_jit(directory: Path | None, report_progress: Callable[[str], None]) -> Loop:
     if os.environ.get(FALLBACK_ENV) == "0":
         return jit_loop()
     path, marker = module_path(directory), failure_marker(directory)
@@ -157,7 +162,7 @@ def _native_or_jit(directory: Path | None, say: Callable[[str], None]) -> Loop:
         try:
             build_native(directory)
         except NativeBuildError as exc:
-            say(f"engine: {exc}; the loop runs on numba's JIT instead ({exc.remedy})")
+            report_progress(f"engine: {exc}; the loop runs on numba's JIT instead ({exc.remedy})")
             try:
                 marker.write_text(str(exc) + "\n")
             except OSError:
@@ -166,7 +171,7 @@ def _native_or_jit(directory: Path | None, say: Callable[[str], None]) -> Loop:
     try:
         return load_native(path)
     except ImportError as exc:  # a module this interpreter cannot load (copied from elsewhere, say): the JIT runs
-        say(f"engine: cannot load the native loop {path} ({exc}); the loop runs on numba's JIT instead")
+        report_progress(f"engine: cannot load the native loop {path} ({exc}); the loop runs on numba's JIT instead")
         return jit_loop()
 
 
@@ -175,7 +180,7 @@ def _compile(path: Path) -> None:
     saved in numba's JIT cache on the way). Written under a temporary name, then renamed: never half a module."""
     import shutil
 
-    compiler = _pycc()
+    compiler = pycc_compiler()
     run = jit_loop()
 
     def entry(I, F, B, HT, HI, TI, TF, FREE, LAT, proxies):  # noqa: N803 (the kernels' array names)
@@ -196,7 +201,7 @@ def _compile(path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _pycc() -> type:
+def pycc_compiler() -> type:
     """numba.pycc's CC, without its pending-deprecation warning (the module docstring says why pycc is used)."""
     import warnings
 

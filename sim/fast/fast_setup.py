@@ -67,7 +67,7 @@ class FastSetup:
                          (*lowering.station_list, *lowering.proxy_list, system.net, system)]
         count = max(len(lowering.streams.refills), 1)
         self._buffer = np.zeros((count, stream_capacity(count)))
-        self._check_rebind(streams)
+        self.check_rebind(streams)
 
     def reset(self, seed: int, replication: int) -> StreamBuffers:
         """The tables and the System as built, every stream from the replication's generators; returns the streams'
@@ -112,7 +112,7 @@ class FastSetup:
         load_f[K.LF_DURATION], load_f[K.LF_WARMUP], load_f[K.LF_DRAIN] = horizon.duration, horizon.warmup, horizon.drain
         self.workload, self.horizon = workload, horizon
 
-    def _check_rebind(self, streams: Streams) -> None:
+    def check_rebind(self, streams: Streams) -> None:
         """Rebinding to the build's own streams must give every generator the state the build left it in: else the
         build drew from a stream in a way ``rebind`` does not replay, and reuse would change the results."""
         table = self.lowering.streams

@@ -118,7 +118,7 @@ def owner_tag() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{pid_start_ticks(os.getpid())}"
 
 
-def _orphaned(owner: str) -> bool:
+def owner_is_gone(owner: str) -> bool:
     """The owner ran on this host and is gone; owners elsewhere or unparsable are never judged."""
     parts = owner.split("/")
     if len(parts) != 3 or parts[0] != socket.gethostname() or not (parts[1].isdigit() and parts[2].isdigit()):
@@ -133,7 +133,7 @@ def reap_orphan_namespaces(api: KubeApi, log: Callable[[str], None] = lambda _: 
     except Forbidden:  # a user who may not list namespaces cluster-wide: nothing to reap (creating says why)
         return []
     orphans = [ns["metadata"]["name"] for ns in items
-               if _orphaned(str((ns["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION, "")))]
+               if owner_is_gone(str((ns["metadata"].get("annotations") or {}).get(OWNER_ANNOTATION, "")))]
     for name in orphans:
         try:
             api.delete(f"/api/v1/namespaces/{name}")

@@ -91,12 +91,12 @@ class _Progress:
     def __init__(self, total: int, per_probe_s: float, stream: TextIO) -> None:
         self.total, self.done, self.per_probe_s, self.stream = total, 0, per_probe_s, stream
 
-    def say(self, text: str) -> None:
+    def report_progress(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
     def probe(self, label: str) -> None:
         left = (self.total - self.done) * self.per_probe_s
-        self.say(f"[{self.done + 1}/{self.total}] {label}  (~{int(left // 60)}m{int(left % 60):02d}s of probes left)")
+        self.report_progress(f"[{self.done + 1}/{self.total}] {label}  (~{int(left // 60)}m{int(left % 60):02d}s of probes left)")
 
 
 def dry_run_text(expanded: Expanded, plan: KubePlan, mesh: MeshProfile, prefix: str, run: str) -> str:
@@ -176,7 +176,7 @@ def calibrate_kube(
         raise
     if _cleanup(api, run, result, hook, progress):
         raise Interrupted(f"interrupted while cleaning up: all {len(result.written)} probes stored in {out_dir}")
-    progress.say(f"done: {len(result.written)} probes stored in {out_dir}")
+    progress.report_progress(f"done: {len(result.written)} probes stored in {out_dir}")
     return result
 
 
@@ -193,14 +193,14 @@ def _survey_cluster(api: KubeApi, profile: MeshProfile, todo: Sequence[Probe], r
                     progress: _Progress) -> tuple[dict[str, Any], str]:
     """The cluster's facts and the mesh's version, announced with the usage source (noted in ``result``)."""
     facts = cluster_facts(api)
-    reap_orphan_namespaces(api, log=progress.say)
+    reap_orphan_namespaces(api, log=progress.report_progress)
     version = mesh_version(api, profile)
     if profile.name == "istio" and any("tracing" in p.features for p in todo):
         provider = istio_tracing_provider(api)
         result.notes.append(f"istio tracing provider: {provider}")
-        progress.say(f"tracing probes export spans to istio's default tracing provider: {provider}")
+        progress.report_progress(f"tracing probes export spans to istio's default tracing provider: {provider}")
     result.resource_source = usage.detect_source(api)
-    progress.say(f"cluster {facts['kubernetes_version']} at {api.target.host}, {len(facts['nodes'])} nodes; "
+    progress.report_progress(f"cluster {facts['kubernetes_version']} at {api.target.host}, {len(facts['nodes'])} nodes; "
                  f"mesh {profile.name} {version}; run {run}; {len(todo)} probes; usage from {result.resource_source}")
     return facts, version
 
@@ -216,15 +216,15 @@ def _cleanup(api: KubeApi, run: str, result: KubeCalibration, hook: StepHook, pr
     except KeyboardInterrupt:
         interrupted = True  # Ctrl-C now must not leave namespaces behind: go on deleting
     try:
-        result.left_behind = delete_run_namespaces(api, run, log=progress.say)
+        result.left_behind = delete_run_namespaces(api, run, log=progress.report_progress)
     except KeyboardInterrupt:
         interrupted = True
-        result.left_behind = delete_run_namespaces(api, run, wait_s=0, log=progress.say)
+        result.left_behind = delete_run_namespaces(api, run, wait_s=0, log=progress.report_progress)
     except MeshsimError as exc:
-        progress.say(f"cleanup failed: {exc}; delete them with label selector {run_selector(run)}")
+        progress.report_progress(f"cleanup failed: {exc}; delete them with label selector {run_selector(run)}")
         result.left_behind = ["?"]
     if result.left_behind:
-        progress.say(f"namespaces still terminating: {', '.join(result.left_behind)}")
+        progress.report_progress(f"namespaces still terminating: {', '.join(result.left_behind)}")
     api.close()
     return interrupted
 
@@ -239,7 +239,7 @@ def _run_configuration(api: KubeApi, plan: KubePlan, mesh: MeshProfile, conf: Co
     create_objects(api, objects[:1])
     hook("objects", {"namespace": ns.name})
     create_objects(api, objects[1:])
-    progress.say(f"namespace {ns.name}: waiting for {expected_pods(plan, conf)} pods (timeout {plan.ready_timeout_s:g} s)")
+    progress.report_progress(f"namespace {ns.name}: waiting for {expected_pods(plan, conf)} pods (timeout {plan.ready_timeout_s:g} s)")
     hook("ready", {"namespace": ns.name})
     pods = wait_ready(api, ns.name, expected_pods(plan, conf), plan.ready_timeout_s, mesh, run_selector(run))
     transport.prepare(ns.name, 60.0)
@@ -286,7 +286,7 @@ def _run_configuration(api: KubeApi, plan: KubePlan, mesh: MeshProfile, conf: Co
         folder = write_run(out / run_id, manifest, checked.raw)
         result.written.append(folder)
         progress.done += 1
-        progress.say(f"    {checked.summary} -> {folder}")
+        progress.report_progress(f"    {checked.summary} -> {folder}")
         hook("stored", {"namespace": ns.name, "probe": run_id, "folder": str(folder)})
     hook("namespace-done", {"namespace": ns.name})
     # Free the cluster before the next configuration (the final cleanup waits for deletion to complete).

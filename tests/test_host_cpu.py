@@ -25,7 +25,7 @@ from meshsim.sim.engine.system import System
 from meshsim.topology import Client, KernelCpu, Network, load_topology_text
 from meshsim.workload import FortioLoad, OpenLoad, Workload
 from simkit import NO_NETWORK, ZERO, plain, station_topology
-from test_sim_theory import REPS, SEED, _assert_theory, engine, erlang_c_wait  # noqa: F401 (engine: a fixture)
+from test_queueing_theory import REPS, SEED, assert_theory, engine, erlang_c_wait  # noqa: F401 (engine: a fixture)
 
 MS = 1e-3
 
@@ -123,7 +123,7 @@ def test_node_cpu_queueing_matches_mmc():
     duration = requests / lam
     values = [float(np.mean(run_replication(plain(topo), Workload(OpenLoad(lam)), Horizon(duration, 0.1 * duration),
                                             SEED, i).latencies)) for i in range(REPS)]
-    _assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
+    assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
 
 
 def test_app_compute_lands_on_its_nodes_cores_as_mmc():
@@ -134,7 +134,7 @@ def test_app_compute_lands_on_its_nodes_cores_as_mmc():
     duration = 30000 / lam
     values = [float(np.mean(run_replication(plain(topo), Workload(OpenLoad(lam)), Horizon(duration, 0.1 * duration),
                                             SEED, i).latencies)) for i in range(REPS)]
-    _assert_theory(values, erlang_c_wait(2, lam, mu) + 1 / mu)
+    assert_theory(values, erlang_c_wait(2, lam, mu) + 1 / mu)
 
 
 def test_a_nodes_utilisation_is_the_cpu_offered_to_it_over_its_cores(engine):
@@ -147,7 +147,7 @@ def test_a_nodes_utilisation_is_the_cpu_offered_to_it_over_its_cores(engine):
     duration = 30000 / lam
     runs = [engine(plain(topo), Workload(OpenLoad(lam)), Horizon(duration, 0.1 * duration), SEED, i)
             for i in range(REPS)]
-    _assert_theory([r.node_utilization["server"] for r in runs], lam / mu / 2)
+    assert_theory([r.node_utilization["server"] for r in runs], lam / mu / 2)
     assert all(r.node_utilization["client"] == 0.0 for r in runs)
 
 

@@ -21,7 +21,7 @@ from meshsim.sim.engine.simpy_replication import run_replication
 from meshsim.sim.experiments.predict import predict
 from meshsim.workload import FortioLoad, Workload, validate_load
 from simkit import plain, station_topology
-from test_sim_loadgen import fortio_calls
+from test_loadgen import fortio_calls
 
 # -- the version table ---------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""A prediction's replications in forked workers (sim/experiments/replication_runs.py): the same results as in one process,
-whatever ran ahead; a worker reuses one compiled-engine setup; closing stops what runs ahead."""
+"""A prediction's replications in forked workers (sim/experiments/replication_workers.py): the same results as in one
+process, whatever ran ahead; a worker reuses one compiled-engine setup; closing stops what runs ahead."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from meshsim.request import PredictOptions, PredictRequest, build_request
-from meshsim.sim.experiments import replication_runs
+from meshsim.sim.experiments import replication_workers
 from meshsim.sim.fast.fast_engine import fast_setup, load_compiled
 from meshsim.sim.experiments.predict import horizon_for, run_prediction
-from meshsim.sim.experiments.replication_runs import ReplicationRunner
+from meshsim.sim.experiments.replication_workers import ReplicationRunner
 
 OPTIONS = dict(topology="chain3", mesh="istio", rps=2000, duration_s=0.3, saturation=False)
 
@@ -49,10 +49,10 @@ def test_a_worker_builds_the_setup_once() -> None:
     job = _job()
     # what a forked worker's initializer does with the job, here in this process (the rest of it, its signals and
     # its parent's death, belongs in a child)
-    replication_runs._serve(job)
-    first = replication_runs._run_in_worker(0)
+    replication_workers.serve_in_this_process(job)
+    first = replication_workers.run_served_replication(0)
     setup = fast_setup(*job[:3])
-    second = replication_runs._run_in_worker(1)
+    second = replication_workers.run_served_replication(1)
     assert fast_setup(*job[:3]) is setup
     assert not np.array_equal(first.latencies[:20], second.latencies[:20])
 
@@ -72,7 +72,7 @@ def test_closing_stops_the_replications_running_ahead() -> None:
 HALF_WRITTEN = r"""
 import multiprocessing, os, struct, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.replication_workers import stop_workers
 
 def half_a_result(_):
     # what a worker terminated in the middle of sending its result leaves: a message's header and part of it

@@ -1,91 +1,34 @@
-"""Impossible measurements and inputs that count twice (issue 29, group 3): every case the issue lists as a fixed
-example, then generated runs.
-
-A run can be well formed and still impossible (a histogram in milliseconds where fortio writes seconds, an access log
-of 1000 s latencies): it is refused where runs are loaded (calibrate/measure/physical_sense.py), in one line naming
-the file and what is impossible. The shipped runs, all 222 of them, are possible.
+"""Impossible measurements: a run can be well formed and still impossible (a histogram in milliseconds where fortio
+writes seconds, an access log of 1000 s latencies, a manifest that describes another run): it is refused where runs
+are loaded (calibrate/measure/physical_sense.py), in one line naming the file and what is impossible. Fixed examples,
+then generated runs; the shipped runs, all 222 of them, are possible.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from meshsim.calibrate.measure.dataset import load_run, load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
-from meshsim.cli import main
 from meshsim.errors import ModelError
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 
+from synthetic_runs import (RESOLUTION, edit_json, edit_load, in_milliseconds, lab_like_samples, without_log,
+                            write_synthetic_run)
+
 ROOT = Path(__file__).resolve().parents[1]
-RESOLUTION = 1e-5  # the lab's fortio -r
 GENERATED = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                             HealthCheck.too_slow])
-
-
-def write_synthetic_run(folder: Path, samples: np.ndarray, rps: float, connections: int = 1, *,
-                        path: str = "server-sidecar", actual_rps: float | None = None, log: bool = True,
-                        run_id: str | None = None) -> Path:
-    """A closed-loop fortio run whose manifest and result agree (rate, connections, resolution, duration)."""
-    rps = float(rps)
-    achieved = float(actual_rps) if actual_rps is not None else rps
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    manifest = RunManifest(id=run_id or folder.name, source="lab", provenance="synthetic: test_hostile_measurements.py",
-                           when="2026-11-26T00:00:00Z", where={}, setup=Setup(mesh="envoy", path=path),
-                           load=LoadSettings(rps=rps, connections=connections, duration_s=samples.size / achieved,
-                                             resolution_s=RESOLUTION))
-    entries = folder.parent / f"{folder.name}.jsonl"
-    entries.write_text("".join(json.dumps({"latency": float(s), "ok": True}) + "\n" for s in samples))
-    result = result_json(samples, RESOLUTION, requested_rps=rps, actual_rps=achieved, connections=connections)
-    written = write_run(folder, manifest, result, entries if log else None)
-    entries.unlink()
-    return written
-
-
-def lab_like_samples(n: int = 600, seed: int = 3) -> np.ndarray:
-    """One connection's latencies through a sidecar: ~0.7 ms, a gamma body."""
-    return 0.5e-3 + np.random.default_rng(seed).gamma(3.0, 0.07e-3, n)
 
 
 @pytest.fixture()
 def run(tmp_path: Path) -> Path:
     return write_synthetic_run(tmp_path / "run", lab_like_samples(), rps=200.0)
-
-
-def without_log(folder: Path) -> None:
-    """The run without its access log (the histogram alone), as the manifest then says."""
-    (folder / "access.jsonl").unlink()
-    data = yaml.safe_load((folder / "manifest.yaml").read_text())
-    data["files"].pop("access_log")
-    (folder / "manifest.yaml").write_text(yaml.safe_dump(data))
-
-
-def edit_json(path: Path, change) -> None:
-    data = json.loads(path.read_text())
-    change(data)
-    path.write_text(json.dumps(data))
-
-
-def edit_load(folder: Path, **values) -> None:
-    data = yaml.safe_load((folder / "manifest.yaml").read_text())
-    data["load"].update(values)
-    (folder / "manifest.yaml").write_text(yaml.safe_dump(data))
-
-
-def in_milliseconds(data: dict) -> None:
-    """The review's case: every latency of the histogram written in ms where fortio writes seconds."""
-    hist = data["DurationHistogram"]
-    for key in ("Min", "Max", "Sum", "Avg", "StdDev"):
-        hist[key] *= 1000
-    for bucket in hist["Data"]:
-        bucket["Start"] *= 1000
-        bucket["End"] *= 1000
 
 
 def refused_line(folder: Path, *needles: str) -> str:
@@ -178,68 +121,6 @@ def test_a_fifo_named_as_the_result_is_refused_without_blocking(run: Path) -> No
 
     os.mkfifo(run / "fortio.json")
     refused_line(run, "fortio.json: is not a regular file")
-
-
-# -- the fit: impossible runs, inputs that count twice, names that name nothing, a fit that fits nothing -----------
-
-def fit(capsys, tmp_path: Path, *args: str) -> tuple[int, str]:
-    code = main(["fit", *args, "--out", str(tmp_path / "model.yaml"), "--families", "lognormal", "--no-mixtures"])
-    err = capsys.readouterr().err
-    return code, err.strip().splitlines()[-1] if err.strip() else ""
-
-
-@pytest.fixture()
-def pair(tmp_path: Path) -> Path:
-    """A baseline and a sidecar run, the smallest set a fit identifies a proxy pass from."""
-    root = tmp_path / "runs"
-    write_synthetic_run(root / "base", 0.3e-3 + np.random.default_rng(1).gamma(3.0, 0.03e-3, 600), 200.0,
-                        path="baseline")
-    write_synthetic_run(root / "side", lab_like_samples(), 200.0)
-    return root
-
-
-def test_fit_skips_the_millisecond_run_and_then_has_nothing_to_identify(capsys, tmp_path: Path, pair: Path) -> None:
-    without_log(pair / "side")
-    edit_json(pair / "side" / "fortio.json", in_milliseconds)
-    code, last = fit(capsys, tmp_path, str(pair), "--mesh", "m")
-    assert code == 2 and "the runs identify nothing: the reference runs (1) are baseline only" in last
-    assert not (tmp_path / "model.yaml").exists()
-
-
-def test_fit_from_baseline_runs_only_is_an_error(capsys, tmp_path: Path, pair: Path) -> None:
-    code, last = fit(capsys, tmp_path, str(pair / "base"), "--mesh", "m")
-    assert code == 2 and last.startswith("meshsim: error: meshsim fit: the runs identify nothing")
-    assert not (tmp_path / "model.yaml").exists()
-
-
-def test_the_same_run_folder_twice_is_refused_however_it_is_spelt(capsys, tmp_path: Path, pair: Path,
-                                                                  monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "link").symlink_to(pair / "side")
-    shutil.copytree(pair / "side", tmp_path / "copy")
-    for twice in (["runs/side", "./runs/side/"], ["runs/side", "link"], ["runs", "runs/side"],
-                  ["runs/side", str(pair / "side")]):
-        code, last = fit(capsys, tmp_path, *twice, "--mesh", "m")
-        assert code == 2 and last.startswith("meshsim: error: RUN_DIR: ") and "each run counts once" in last, last
-    code, last = fit(capsys, tmp_path, "runs", "copy", "--mesh", "m")
-    assert code == 2 and "run id 'side' is in" in last and "(a copy?)" in last
-
-
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--mesh", ""], "--mesh: empty: the fitted model needs a name"),
-    (["--mesh", "m", "--default-on", "warpdrive"], "--default-on: no run measured a feature 'warpdrive'"),
-    (["--mesh", "m", "--default-on", ""], "--default-on: an empty feature name"),
-    (["--mesh", "m", "--describe", "warpdrive=fast"], "--describe: no run measured a feature 'warpdrive'"),
-])
-def test_fit_refuses_names_that_name_nothing(capsys, tmp_path: Path, pair: Path, args, needle: str) -> None:
-    code, last = fit(capsys, tmp_path, str(pair), *args)
-    assert code == 2 and needle in last, last
-
-
-def test_validate_refuses_the_same_run_twice(capsys, pair: Path) -> None:
-    code = main(["validate", str(pair), str(pair / "side"), "--model", str(ROOT / "models/meshes/istio.yaml")])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and f"RUN_DIR: {pair / 'side'} is given twice" in err
 
 
 # -- generated runs --------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions, build_request
 from meshsim.sim.engine_choice import load_compiled_engine
 from meshsim.sim.experiments.predict import check_request, predict_options, uses_compiled_engine
-from meshsim.sim.experiments.replication_runs import stop_workers
+from meshsim.sim.experiments.replication_workers import stop_workers
 from meshsim.sim.experiments.sweep_cache import PointCache, default_cache_dir, point_key
 from meshsim.sweep_grid import NO_FEATURES, SweepGrid, SweepPoint
 
@@ -130,10 +130,10 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
             rows[index] = cached
     todo = [i for i in range(len(points)) if i not in rows]
     cached = len(rows)
-    say = on_point or (lambda _done, _total: None)
+    report_progress = on_point or (lambda _done, _total: None)
     interrupted = ""
     failed: OutputError | None = None
-    runner = _dask_rows if client is not None else _local_rows
+    runner = _dask_rows if client is not None else rows_in_local_processes
     finished: Rows | None = None
     try:
         if todo and uses_compiled_engine(build_request(points[i].options) for i in todo):
@@ -141,12 +141,12 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
                 load_compiled_engine(progress)  # once, here: the local workers fork with it loaded
             else:
                 _load_compiled_on_workers(client, progress)
-        say(len(rows), len(points))
+        report_progress(len(rows), len(points))
         finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
             rows[index] = row
             cache.put(keys[index], row)
-            say(len(rows), len(points))
+            report_progress(len(rows), len(points))
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
     except OutputError as exc:  # the cache cannot take a point (a full disk): the finished ones still go to out
@@ -177,7 +177,7 @@ def _table(points: list[SweepPoint], rows: dict[int, dict[str, Any]]) -> pd.Data
     return pd.DataFrame.from_records(records)
 
 
-def _local_rows(options: list[PredictOptions], indices: list[int], processes: Any,
+def rows_in_local_processes(options: list[PredictOptions], indices: list[int], processes: Any,
                 ) -> Rows:
     """Points in forked processes; an interrupt terminates them before it propagates."""
     if not options:

@@ -1,7 +1,8 @@
 """A load that waits for its answers cannot pile up: however many requests a short run ends with in flight, it holds
-at most one per connection, so the open-load rule for 'requests piling up' (sim/experiments/saturation_search.unstable) must not
-call it saturated. The mesh-comparison study's short runs at 3500 rps (96 wrk2 connections, ~30 in flight, 1 400
-answered) were all marked saturated with their proxies' workers under 1 % busy."""
+at most one per connection, so the open-load rule for 'requests piling up'
+(sim/experiments/saturation_search.unstable) must not call it saturated. The mesh-comparison study's short runs at
+3500 rps (96 wrk2 connections, ~30 in flight, 1 400 answered) were all marked saturated with their proxies' workers
+under 1 % busy."""
 
 from __future__ import annotations
 

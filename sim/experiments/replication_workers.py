@@ -30,14 +30,14 @@ def _start_worker(parent: Parent, job: Job) -> None:
     """Initializer of a forked worker: it ends with ``parent``, takes its interrupts as meshsim.parent_death says,
     and serves the prediction ``job``."""
     start_worker(parent)
-    _serve(job)
+    serve_in_this_process(job)
 
 
-def _serve(job: Job) -> None:
+def serve_in_this_process(job: Job) -> None:
     _WORKER_JOB[:] = [job]
 
 
-def _run_in_worker(replication: int) -> ReplicationResult:
+def run_served_replication(replication: int) -> ReplicationResult:
     return _run(_WORKER_JOB[0], replication)
 
 
@@ -96,7 +96,7 @@ class ReplicationRunner:
         with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
             for r in range(start, start + count + ahead):
                 if r not in self.futures:
-                    self.futures[r] = self.pool.submit(_run_in_worker, r)
+                    self.futures[r] = self.pool.submit(run_served_replication, r)
         return [self.futures.pop(r).result() for r in range(start, start + count)]
 
     def close(self, interrupted: bool = False) -> None:

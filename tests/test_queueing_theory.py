@@ -42,7 +42,7 @@ def _means(scenario, rate: float, requests: int = 30000, stat=lambda r: float(np
             for i in range(REPS)]
 
 
-def _assert_theory(values: list[float], theory: float, slack: float = 0.02) -> None:
+def assert_theory(values: list[float], theory: float, slack: float = 0.02) -> None:
     est = t_interval(values, confidence=0.99)
     lo, hi = est.lo - slack * theory, est.hi + slack * theory
     assert lo <= theory <= hi, f"theory {theory:.6g} outside 99% CI [{est.lo:.6g}, {est.hi:.6g}] (mean {est.value:.6g})"
@@ -53,7 +53,7 @@ def _assert_theory(values: list[float], theory: float, slack: float = 0.02) -> N
 def test_mm1_mean_sojourn(engine):
     mu, lam = 1000.0, 800.0
     values = _means(plain(station_topology(Exponential(1 / mu))), lam, run=engine)
-    _assert_theory(values, 1 / (mu - lam))
+    assert_theory(values, 1 / (mu - lam))
 
 
 def erlang_c_wait(servers: int, lam: float, mu: float) -> float:
@@ -67,7 +67,7 @@ def erlang_c_wait(servers: int, lam: float, mu: float) -> float:
 def test_mmc_erlang_c(engine):
     mu, lam, c = 1000.0, 2400.0, 3
     values = _means(plain(station_topology(Exponential(1 / mu), servers=c)), lam, run=engine)
-    _assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
+    assert_theory(values, erlang_c_wait(c, lam, mu) + 1 / mu)
 
 
 @pytest.mark.parametrize("service", [Deterministic(1e-3), LogNormal(math.log(0.8e-3), 0.8)],
@@ -78,14 +78,14 @@ def test_mg1_pollaczek_khinchine(service, engine):
     rho = lam * service.mean
     theory = service.mean + lam * second_moment / (2 * (1 - rho))
     values = _means(plain(station_topology(service)), lam, requests=40000, run=engine)
-    _assert_theory(values, theory, slack=0.03)
+    assert_theory(values, theory, slack=0.03)
 
 
 def test_tandem_jackson_product_form(engine):
     mus = [1000.0, 1250.0, 2000.0]
     lam = 700.0
     values = _means(plain(tandem_topology([Exponential(1 / m) for m in mus])), lam, run=engine)
-    _assert_theory(values, sum(1 / (m - lam) for m in mus))
+    assert_theory(values, sum(1 / (m - lam) for m in mus))
 
 
 def test_utilisation_law(engine):
@@ -93,7 +93,7 @@ def test_utilisation_law(engine):
     scenario = plain(station_topology(Exponential(1 / mu), servers=c))
     utils = _means(scenario, lam, requests=20000, stat=lambda r: r.usage["q/app"].cpu_seconds / r.busy_window / c,
                    run=engine)
-    _assert_theory(utils, lam / mu / c)
+    assert_theory(utils, lam / mu / c)
 
 
 def test_littles_law_on_a_chain():
@@ -228,7 +228,7 @@ def test_an_overloaded_queue_answers_at_its_service_rate_and_falls_behind(engine
     scenario = plain(station_topology(Exponential(1 / mu)))
     over = [engine(scenario, Workload(OpenLoad(1250.0)), Horizon(duration, 0.1 * duration), SEED, i)
             for i in range(REPS)]
-    _assert_theory([r.answered_rps for r in over], mu)
+    assert_theory([r.answered_rps for r in over], mu)
     growth = float(np.mean([r.backlog_growth for r in over])) / ((1250.0 - mu) * 0.45 * duration)
     assert 0.8 < growth < 1.2  # 450 requests expected; the mean of 8 has a standard deviation of about 22
     assert all(fell_behind([r]) for r in over)
