@@ -128,3 +128,17 @@ def test_a_feature_that_burns_only_its_increment_gets_no_post_work(tmp_path: Pat
                       runs, notes)
     assert "post_response" not in features["tracing"]
     assert any("no CPU beyond its held increment" in n for n in notes)
+
+
+def test_a_clusters_collector_is_not_put_on_the_labs_host(tmp_path: Path) -> None:
+    """Runs measured on a cluster: its collector runs on nodes of its own, so no collector block (the sidecars'
+    work after the response is still fitted)."""
+    folders = _known_runs(tmp_path)
+    for folder in folders:
+        manifest = yaml.safe_load((folder / "manifest.yaml").read_text())
+        manifest["source"] = "kube"
+        (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    features: dict = {"tracing": {"per_pass": {}}}
+    apply_feature_cpu(features, {"cpu_fraction": 0.5}, {"tracing": {"inbound": 0.02 * MS, "outbound": 0.02 * MS}},
+                      load_runs(folders).runs, [])
+    assert "collector" not in features["tracing"] and "post_response" in features["tracing"]

@@ -14,7 +14,8 @@ connections and payload), so that the wake-up cost of a low rate is in both and 
   held increment already books (two passes per request), as work after the side's last pass. Only its mean is
   identified by CPU readings, so it is a constant.
 - ``features.F.collector``: the collector's CPU per request over the spans each request makes (one per sidecar it
-  passes), on the node the lab runs every process on.
+  passes), on the node the lab runs every process on. Only the lab's own span counter (``collector``) is read: a
+  cluster's collector and the lab's Jaeger (``jaeger``, many threads) run as other processes do.
 """
 
 from __future__ import annotations
@@ -133,6 +134,12 @@ def collector(matched: Mapping[str, MatchedCpu]) -> tuple[float, str] | None:
                       f"{SPANS_PER_REQUEST} spans per request (runs {', '.join(sorted(m.runs))})")
 
 
+def _lab_only(m: MatchedCpu, runs: Sequence[Run]) -> bool:
+    """Whether the collector's readings are the lab's span counter's (one Python process on the lab's one host): a
+    cluster's collector runs on nodes of its own, which the model's node would misplace."""
+    return {r.manifest.source for r in runs if r.id in m.runs} == {"lab"}
+
+
 def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
                       increments: Mapping[str, Mapping[str, float]], runs: Sequence[Run], notes: list[str]) -> None:
     """Add ``post_response`` and ``collector`` to each fitted feature whose runs show the CPU (see the module).
@@ -151,7 +158,7 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
             notes.append(f"{name}: no CPU beyond its held increment ({post[0] * 1e3:.4g} ms per request and "
                          f"sidecar): no post_response")
         span = collector(matched)
-        if span is not None and span[0] > 0:
+        if span is not None and span[0] > 0 and _lab_only(matched[COLLECTOR_KEY], runs):
             block["collector"] = {
                 "workers": COLLECTOR_WORKERS, "node": LAB_NODE,
                 "service": {"family": "deterministic", "value_ms": round(span[0] * 1e3, 4),
