@@ -38,7 +38,7 @@ def test_host_seconds_grow_with_the_host_busy() -> None:
     for _ in range(3_000_000):
         spin += 1
     after = host_seconds()
-    assert after[0] >= before[0] and after[1] >= before[1]
+    assert after[0] > before[0] and after[1] >= before[1]  # ~0.1 s of CPU: several 10 ms ticks
 
 
 @pytest.mark.lab
@@ -68,4 +68,4 @@ def test_a_probe_records_a_spinning_neighbour(tmp_path: Path) -> None:
     assert spun > 0.1, "the spinner did not run"
     assert load["lab_cores"] > 0
     assert load["other_cores"] >= spun - 0.15  # 10 ms ticks over a 3 s window, and the clocks' edges
-    assert load["busy_cores"] <= 2.05 * (os.cpu_count() or 1) / 2
+    assert load["busy_cores"] <= 1.03 * (os.cpu_count() or 1)  # never more than the host has, to a tick

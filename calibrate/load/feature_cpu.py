@@ -51,8 +51,7 @@ class MatchedCpu:
 
     @property
     def extra_s(self) -> float:
-        return float(np.mean(self.with_feature_s) - np.mean(self.plain_s)) if self.plain_s else float(
-            np.mean(self.with_feature_s))
+        return float(np.mean(self.with_feature_s) - np.mean(self.plain_s))
 
 
 def _setup(run: Run) -> tuple[int, int]:
@@ -70,7 +69,6 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
     """Per process key: the feature's runs' CPU per request beside their plain twins' (both-sidecars path)."""
     on_path = [r for r in runs if r.manifest.setup.path == PATH]
     plain = [r for r in on_path if not r.features]
-    found: dict[str, MatchedCpu] = {}
     pairs: dict[str, tuple[list[float], list[float], list[str]]] = defaultdict(lambda: ([], [], []))
     for run in (r for r in on_path if r.features == frozenset({feature})):
         twins = _plain_twins(run, plain)
@@ -83,9 +81,7 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
             with_f.append(own)
             plain_s.extend(base if key != COLLECTOR_KEY else [0.0])
             ids.append(run.id)
-    for key, (with_f, plain_s, ids) in pairs.items():
-        found[key] = MatchedCpu(key, with_f, plain_s, ids)
-    return found
+    return {key: MatchedCpu(key, *lists) for key, lists in pairs.items()}
 
 
 def feature_increments(decomp: Decomposition) -> dict[str, dict[str, float]]:

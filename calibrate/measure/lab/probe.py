@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from meshsim.errors import FieldError, Interrupted, MeshsimError, RunFailed
+from meshsim.errors import FieldError, Interrupted, RunFailed
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 from meshsim.calibrate.measure.lab.binaries import find_binary
 
@@ -227,18 +227,27 @@ def _run_id(state: LabState, s: ProbeSettings, when: float) -> str:
     return f"lab-{spec.topology}-{spec.mode}-q{s.rps:g}-c{s.connections}-b{s.payload_bytes}-{stamp}"
 
 
+def _cpu_usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | None],
+               cpu_after: Mapping[str, float | None]) -> dict[str, float]:
+    """CPU seconds per component between two snapshots (replicas add up; client/app: fortio's rusage)."""
+    cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
+    for proc in state.processes:
+        key = component_of(proc.name)
+        before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
+        if before is not None and after is not None:
+            cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
+    return cpu
+
+
 def _usage(state: LabState, run: FortioRun, cpu_before: Mapping[str, float | None],
            cpu_after: Mapping[str, float | None],
            rss_samples: Mapping[str, Sequence[float]]) -> tuple[dict[str, float], dict[str, float]]:
     """CPU seconds over the load and steady resident memory during it (after it when unsampled), per component
     (replicas add up)."""
-    cpu: dict[str, float] = {"client/app": round(run.cpu_seconds, 4)}
+    cpu = _cpu_usage(state, run, cpu_before, cpu_after)
     memory: dict[str, float] = {} if run.peak_rss_mb is None else {"client/app": round(run.peak_rss_mb, 1)}
     for proc in state.processes:
         key = component_of(proc.name)  # replicas add up under one component
-        before, after = cpu_before.get(proc.name), cpu_after.get(proc.name)
-        if before is not None and after is not None:
-            cpu[key] = round(cpu.get(key, 0.0) + after - before, 4)
         rss = steady_mb(rss_samples.get(proc.name, ()))
         rss = rss if rss is not None else rss_mb_of(proc.pid)
         if rss is not None:
@@ -323,7 +332,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         spans_after = collector_spans(state)
         cpu, memory = _usage(state, run, cpu_before, cpu_after, rss_samples)
         host_after, cpu_at_end, load_window_s = at_load_end
-        lab_cpu, _ = _usage(state, run, cpu_before, cpu_at_end, {})
+        lab_cpu = _cpu_usage(state, run, cpu_before, cpu_at_end)
         where = {**machine_where(state), "host_load": host_load(host_before, host_after, load_window_s, lab_cpu)}
         achieved = float(result.get("ActualQPS") or 0.0)
         saturated = settings.rps > 0 and achieved < SATURATION_RATIO * settings.rps
