@@ -9,12 +9,15 @@ What agrees, and how closely: the rate within 10 %; each process's CPU within th
 halves; the predictions (one model, topology and load) within the simulator's intervals; and the percentile this
 code interpolates is the one Prometheus's ``histogram_quantile`` returns for the same buckets.
 
-What does not, and is checked as such: the latency. Envoy's histogram times a request from its arrival in the
-client's sidecar to the response leaving it; fortio times it from its own send to its own receive. The sidecar's
-time is a part of fortio's, so each of its percentiles is at most fortio's (to its bucket's width), and the gap is
-not small: the client's own time and the sidecar's wake-up on each request. Measured here on a busy 2-core machine
-(2026-11-27): p50 0.94 ms in the client sidecar's histogram against 2.11 ms in fortio at 200 rps on 2 connections,
-0.99 against 3.91 ms at 1000 rps on 4, 13.8 against 33.4 ms at 200 rps on 2 while the machine was saturated. A Prometheus validation judges a model against the reporting proxy's view.
+What is compared like with like: the latency. Envoy's histogram times a request from the client sidecar's worker
+taking it to the response leaving that sidecar; fortio times it from its own send to its own receive. The
+Prometheus validation compares the histogram with the model's prediction of that same span (the client sidecar's
+view, sim/engine/proxy_views.py), so in the measurement as in the model the view's percentiles lie below fortio's.
+The two validations' errors agree only as far as the model puts the time in the right places: with the lab model
+fitted on this machine (2026-11-27, measurements/lab-tracing-2026-11-27) the view's p50 was predicted 1.72 ms
+against 0.82 ms in Envoy's histogram, while fortio's p50 was predicted 2.07 against 1.58 ms: the fit gives the
+sidecars time that lies outside them (the test prints both). On a busy machine the sidecar's view was 0.94 ms
+against 2.11 ms by fortio at 200 rps on 2 connections, 13.8 against 33.4 ms while the machine was saturated.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from conftest import require_component
 pytestmark = pytest.mark.lab
 
 MODEL = "models/meshes/istio.yaml"
+LAB_MODEL = "measurements/lab-tracing-2026-11-27/envoy-lab.yaml"
 REPO = Path(__file__).resolve().parents[1]
 RPS, CONNECTIONS, SECONDS = 200.0, 4, 6.0
 READY_S = 60.0  # generous: the machine is shared
@@ -121,42 +125,47 @@ def _validations(measured):
 
     folder, url, start, end = measured
     report = ReportOptions(as_json=True)
-    by_fortio = json.loads(validate(ValidateOptions(REPO / MODEL, (folder,), topology="single", replications=3,
+    by_fortio = json.loads(validate(ValidateOptions(REPO / LAB_MODEL, (folder,), topology="single", replications=3,
                                                     include_fit_runs=True), report).text)["runs"][0]
     window = f"{int((end - start) * 1000)}ms"
     source = PrometheusSource(url, window, f"{end:.3f}", "envoy", source="client", destination="outbound")
     cores = load_run(folder).lab_host_cores
     # the lab's plain Envoy has no telemetry filter: the model's default-on feature off, as the replay of the run
-    prediction = PrometheusPrediction(REPO / MODEL, "single", CONNECTIONS, features=("no-telemetry",), payload_bytes=0,
+    prediction = PrometheusPrediction(REPO / LAB_MODEL, "single", CONNECTIONS, payload_bytes=0,
                                       replications=3,
                                       one_host_cores=cores)
     outcome = validate_prometheus(source, prediction, report)
     from meshsim.calibrate.validation.text_report import table
 
-    return by_fortio, json.loads(outcome.text)["runs"][0], table(outcome.validation)
+    data = json.loads(outcome.text)
+    return by_fortio, data["runs"][0], table(outcome.validation), data["settings"]
 
 
 def test_prometheus_and_fortio_validations_of_one_run_agree(measured):
-    by_fortio, by_prometheus, text = _validations(measured)
+    by_fortio, by_prometheus, text, settings = _validations(measured)
     assert by_prometheus["role"] == "held-out"
+    # the client sidecar's histogram is compared with the prediction of the same span: that sidecar's own view
+    assert settings["prometheus"]["proxy_view"] == "client/sidecar to server"
+    held_rate = by_fortio["achieved_rps"]["measured"] >= 0.95 * RPS
     for key in ("p50", "p90"):
         f, p = by_fortio["latency_ms"][key], by_prometheus["latency_ms"][key]
         lower, upper = p["resolution"]
         assert lower <= p["measured"] <= upper
-        # Envoy times each request from its arrival in the client's sidecar to the response leaving it, a part of
-        # the time fortio sees for the same request: every percentile of it is at most fortio's (to its bucket).
+        # Envoy times each request from its worker taking it to the response leaving the client's sidecar, a part
+        # of the time fortio sees for the same request: every percentile of it is at most fortio's (to its bucket).
         # It is not the same time: the gap is the client's own time and the sidecar's wake-ups (module docstring).
         assert 0.05 < p["measured"] <= f["measured"] + (upper - lower), (key, p, f)
-        # one model, one topology, one load on one host: the predictions differ by the rate they were made for
-        # (measured vs requested: alike unless fortio fell behind on a busy machine) and the simulation's noise
-        if by_fortio["achieved_rps"]["measured"] >= 0.95 * RPS:
-            spread = (f["ci95"][1] - f["ci95"][0] + p["ci95"][1] - p["ci95"][0]) / 2
-            assert abs(p["predicted"] - f["predicted"]) <= spread + 0.03 * f["predicted"], (key, p, f)
+        # and so in the model: one model, topology and load on one host, predicted for the rate fortio achieved
+        # (alike unless fortio fell behind on a busy machine): the view's percentile below the caller's
+        if held_rate:
+            assert p["predicted"] < f["predicted"] + (f["ci95"][1] - f["ci95"][0]), (key, p, f)
     # the prediction is made for the rate Prometheus saw, which is the rate fortio achieved
     assert by_prometheus["achieved_rps"]["measured"] == pytest.approx(by_fortio["achieved_rps"]["measured"], rel=0.10)
-    assert "measured in bucket" in text and "the reporting proxy's view" in text
-    print(f"p50 ms: fortio {by_fortio['latency_ms']['p50']['measured']}, client sidecar "
-          f"{by_prometheus['latency_ms']['p50']['measured']} in {by_prometheus['latency_ms']['p50']['resolution']}")
+    assert "measured in bucket" in text and "reporting proxy's own view" in text
+    for key in ("p50", "p90", "p99"):
+        f, p = by_fortio["latency_ms"][key], by_prometheus["latency_ms"][key]
+        print(f"{key}: fortio {f['measured']:.3f} ms measured, {f['predicted']:.3f} predicted; client sidecar's view "
+              f"{p['measured']:.3f} in {p['resolution']}, {p['predicted']:.3f} predicted")
 
 
 def test_cpu_agrees_within_the_noise_of_the_same_run(measured):

@@ -5,6 +5,12 @@ The window (``prom_window``) gives the request rate, the latency histogram's inc
 mean working set. The model is simulated on the given topology at that rate: an open (Poisson) load, or fortio's
 closed load when ``connections`` says how many connections the traffic came on. Each measured percentile carries
 its bucket, shown beside its error: a percentile from buckets (1, 5] ms is known to that bucket and no better.
+
+Every shipped metric set's histogram is kept by the calling side's proxy (Istio's reporter="source", Linkerd's
+outbound direction, the source workload's Envoy), and times the span that proxy sees: from its worker taking a
+request to the response leaving it. So the histogram is compared with the prediction of that same proxy's view
+(``proxy_latency_ms``, sim/engine/proxy_views.py), found from ``--source`` and ``--destination`` or named by
+``--proxy-view``; the caller's latency would be longer by the caller's side of the path.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from meshsim.calibrate.validation.replay import on_one_host
 from meshsim.calibrate.validation.validate import Outcome, render
 from meshsim.catalog import load_topology
 from meshsim.calibrate.validation.validate_options import ReportOptions
-from meshsim.errors import FieldError
+from meshsim.errors import FieldError, MeshsimError
 from meshsim.outputs import check_file
 from meshsim.progress import Progress
 from meshsim.request import PredictOptions
+from meshsim.sim.engine.proxy_views import outbound
+from meshsim.sim.experiments.proxy_latency import view_name
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class PrometheusPrediction:
     sim_duration_s: float = 20.0
     seed: int = 1
     one_host_cores: float | None = None  # every process on one machine of this many cores (the lab), as replays do
+    proxy_view: str | None = None  # the predicted view the histogram is compared with; None: from source/destination
 
     def __post_init__(self) -> None:
         if self.one_host_cores is not None and not 0 < self.one_host_cores < math.inf:
@@ -81,22 +90,56 @@ def _resources(window: WindowMeasure, pred: Mapping[str, Any]) -> tuple[dict[str
     return cpu, notes
 
 
-def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str, connections: int) -> RunComparison:
-    """The window as one compared run: percentiles from buckets (with their bounds), rate, CPU, memory."""
+def reporting_view(pred: Mapping[str, Any], source: str | None, destination: str | None,
+                   chosen: str | None) -> str | None:
+    """The predicted proxy view a window's histogram is compared with: ``chosen`` (``--proxy-view``), else the
+    outbound view of the source's proxy (``client`` is the load generator's) to the destination, or its only
+    outbound view; None when neither names one."""
+    views = pred.get("proxy_latency_ms") or {}
+    if chosen is not None:
+        if chosen not in views:
+            raise MeshsimError(f"--proxy-view {chosen!r}: the prediction has no such view (it has: "
+                               f"{', '.join(views) or 'none: no proxy on the path'})")
+        return chosen
+    if source is None:
+        return None
+    component = f"{source}/sidecar"
+    if destination is not None and view_name(component, outbound(destination)) in views:
+        return view_name(component, outbound(destination))
+    sent = [view for view in views if view.startswith(view_name(component, outbound("")))]
+    return sent[0] if len(sent) == 1 else None
+
+
+def _view_prediction(pred: Mapping[str, Any], view: str) -> dict[str, Any]:
+    """The prediction with the proxy view's percentiles in place of the caller's (a view keeps no maximum)."""
+    values, intervals = pred["proxy_latency_ms"][view], pred["proxy_latency_ci95_ms"][view]
+    q = dict(PERCENTILES)
+    return {**pred, "latency_ms": {**values, "max": None}, "latency_ci95_ms": {**intervals, "max": None},
+            "latency_cdf_ms": {"q": [q[k] for k in values if k in q], "ms": [values[k] for k in values if k in q]}}
+
+
+def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str, connections: int,
+                      view: str | None = None) -> RunComparison:
+    """The window as one compared run: percentiles from buckets (with their bounds) against ``view``'s (the
+    caller's latency when None), rate, CPU, memory."""
     quantiles = {key: window.quantile(key) for key in PERCENTILES}
     measured = {key: q.value for key, q in quantiles.items()} | {"max": math.nan}  # a histogram keeps no maximum
-    latency = predicted_latency(pred, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})
+    compared = _view_prediction(pred, view) if view is not None else pred
+    latency = predicted_latency(compared, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})
     cpu, notes = _resources(window, pred)
+    span = (f"latency is the reporting proxy's own view (from its worker taking a request to the response leaving "
+            f"it), compared with the predicted view '{view}'" if view is not None else
+            "latency is the reporting proxy's view, but no predicted proxy view matched --source/--destination "
+            "(name one with --proxy-view): compared with the caller's predicted latency, which is longer by the "
+            "caller's side of the path")
     notes = [f"{window.requests:.0f} requests in the window; percentiles interpolated in the histogram's buckets as "
              "histogram_quantile does, each known only to its bucket; a histogram keeps no maximum",
-             "latency is the reporting proxy's view (from a request's arrival in it to the response leaving it): the "
-             "caller's own time and the proxy's wake-up before it reads a request are outside it, the prediction "
-             "is the caller's", *notes, *simulator_notes(pred)]
+             span, *notes, *simulator_notes(pred)]
     saturation = pred.get("saturation_rps")
     status = "saturated" if pred.get("saturated") else "ok"
     return RunComparison(window.label, window.url, "held-out", status, setup, round(window.rps, 3), connections, latency,
                          predicted_rate(pred, window.rps), cpu, saturation, pred.get("bottleneck", ""),
-                         bucket_cdf(window.buckets_ms), predicted_cdf(pred), tuple(notes),
+                         bucket_cdf(window.buckets_ms), predicted_cdf(compared), tuple(notes),
                          dict(pred.get("time_breakdown_ms") or {}))
 
 
@@ -117,10 +160,11 @@ def validate_prometheus(source: PrometheusSource, prediction: PrometheusPredicti
     features = f" +{'+'.join(prediction.features)}" if prediction.features else ""
     setup = f"{prediction.topology} scope {prediction.scope}{features}, {load} at the measured rate" + (
         f", on one host of {prediction.one_host_cores:g} cores" if prediction.one_host_cores else "")
-    v = Validation(str(model_path), name, [window_comparison(window, pred, setup, prediction.connections or 0)],
+    view = reporting_view(pred, source.source, source.destination, prediction.proxy_view)
+    v = Validation(str(model_path), name, [window_comparison(window, pred, setup, prediction.connections or 0, view)],
                    settings={"replications": prediction.replications, "sim_duration_s": prediction.sim_duration_s,
                              "seed": prediction.seed, "topology": str(prediction.topology),
                              "prometheus": {"url": window.url, "metrics": window.metrics.family,
                                             "traffic": window.traffic, "window_s": window.window_s,
-                                            "end": window.end}})
+                                            "end": window.end, "proxy_view": view}})
     return render(v, report)

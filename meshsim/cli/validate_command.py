@@ -55,6 +55,9 @@ def _register_prometheus(p: argparse.ArgumentParser) -> None:
                    "topology's)")
     g.add_argument("--one-host", type=float, metavar="CORES", help="every process ran on one machine of CORES cores "
                    "(the lab): simulate their contention for them")
+    g.add_argument("--proxy-view", metavar="VIEW", help="the predicted proxy view the histogram is compared with, "
+                   "e.g. 'productpage/sidecar to reviews' (default: the --source workload's sidecar's calls to "
+                   "--destination)")
 
 
 def run_prometheus(args: argparse.Namespace) -> int:
@@ -74,7 +77,7 @@ def run_prometheus(args: argparse.Namespace) -> int:
                                       args.payload,
                                       4 if args.replications is None else args.replications,
                                       20.0 if args.sim_duration is None else args.sim_duration,
-                                      1 if args.seed is None else args.seed, args.one_host)
+                                      1 if args.seed is None else args.seed, args.one_host, args.proxy_view)
     return _printed(validate_prometheus(source, prediction, report, progress=_progress), "meshsim validate")
 
 
@@ -116,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         return run_prometheus(args)
     stray = given_without_url(args, {"--connections": args.connections, "--one-host": args.one_host,
+                                     "--proxy-view": args.proxy_view,
                                      "--features": args.features or None, "--payload": args.payload})
     if stray:
         raise MeshsimError(f"{stray}: applies only with --prometheus URL")

@@ -18,6 +18,7 @@ from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
 from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Delay, Network, Service
+from meshsim.sim.engine.proxy_views import new_histogram, record
 from meshsim.sim.engine.stations import CpuQuota, Station
 from meshsim.sim.engine.streams import Sampler, Streams
 
@@ -69,14 +70,17 @@ class ProxyInstance:
     held_area: float = 0.0  # integral over the window of the number of requests held (request-seconds)
     holds: int = 0  # requests whose hold began inside the window ...
     held_seconds: float = 0.0  # ... and their hold times, summed (Little's law: rate x mean hold)
+    views: dict[str, np.ndarray] = field(default_factory=dict)  # view -> histogram of its holds (proxy_views.py)
 
     @property
     def connections(self) -> int:
         return len(self.binding)
 
-    def hold(self, opened: float, closed: float) -> None:
-        """A request held from its first pass in (``opened``) to its last pass out (``closed``): its stream's
-        buffers live that long. Adds its overlap with the window to the time-integral of requests held."""
+    def hold(self, opened: float, closed: float, view: str) -> None:
+        """A request held from its first pass's start on a worker (``opened``) to its last pass out (``closed``):
+        its stream's buffers live that long, and it is the latency the proxy itself records for the request, under
+        ``view`` (sim/engine/proxy_views.py). Adds its overlap with the window to the time-integral of requests
+        held; a hold that began in the window goes into the view's histogram."""
         if self.window is None:
             return
         start, end = self.window
@@ -84,6 +88,10 @@ class ProxyInstance:
         if start <= opened < end:
             self.holds += 1
             self.held_seconds += closed - opened
+            histogram = self.views.get(view)
+            if histogram is None:
+                histogram = self.views[view] = new_histogram()
+            record(histogram, closed - opened)
 
     @property
     def in_flight(self) -> float:

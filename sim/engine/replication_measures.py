@@ -123,4 +123,6 @@ def component_usage(system: System, window: float) -> dict[str, ComponentUsage]:
             u.holds += proxy.holds
             u.held_seconds += proxy.held_seconds
             u.connections = max(u.connections, proxy.connections)
+            for view, histogram in proxy.views.items():
+                u.views[view] = u.views[view] + histogram if view in u.views else histogram.copy()
     return usage

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from meshsim.sim.engine.proxy_views import ViewHistograms
 from meshsim.sim.engine.window_series import ReplicationSeries
 
 
@@ -41,6 +42,9 @@ class ComponentUsage:
     jobs: int = 0
     idle_gaps: np.ndarray | None = None  # with observe_gaps: every job's worker idle gap, all instances
     idle_cores: float = 0.0  # CPU of the component's proxies with no traffic (their idle_cores), all instances
+    # view -> histogram of the latencies the component's proxies themselves record, all instances
+    # (sim/engine/proxy_views.py: what its request-duration metrics would show)
+    views: dict[str, np.ndarray] = field(default_factory=ViewHistograms)
 
 
 class PastDeadline(Exception):

@@ -194,6 +194,7 @@ class Station:
     worked: float = 0.0
     cpu_waited: float = 0.0
     idle_gaps: list[float] | None = None  # when a list: each recorded job's idle gap of its worker (0 = busy)
+    last_start: float = 0.0  # when the last job booked began on its worker (after its wait and wake-up)
 
     def __post_init__(self) -> None:
         if self.wakeup is not None and self.wake_draw is None:
@@ -242,7 +243,7 @@ class Station:
                 wake_cpu += wake.cpu  # the cold start itself runs on the worker
                 if recording:
                     self.cold_wakes += 1
-        start = (now if free <= now else free) + wake_delay
+        start = self.last_start = (now if free <= now else free) + wake_delay
         held = work + wake_cpu
         node = self.node
         if self.quota is not None:

@@ -22,6 +22,7 @@ from meshsim.sim.engine.balancing import POLICIES, Balancer
 from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
 from meshsim.sim.engine.host_cpu import HostCpu
 from meshsim.sim.engine.nested_calls import Nested, Process, nested
+from meshsim.sim.engine.proxy_views import BALANCING, INBOUND, outbound
 from meshsim.sim.engine.stations import Station
 from meshsim.sim.engine.streams import Sampler, Streams
 
@@ -41,6 +42,7 @@ class Route:
     lb: ProxyInstance | None
     balancer: Balancer
     replicas: list[AppReplica]
+    view: str  # the caller's proxy's view of these calls (proxy_views.outbound)
 
 
 class System:
@@ -246,7 +248,7 @@ class System:
             lb = self.lbs.get(target)
             balancer = self.lb_balancers[target] if lb is not None else self._client_balancer(caller, target)
             route = self.routes[(caller.name, target)] = Route(self.scenario.topology.services[target], lb, balancer,
-                                                               self.apps[target])
+                                                               self.apps[target], outbound(target))
         return route
 
     def call(self, caller: Caller, target: str, conn: int, pending: float) -> Nested:
@@ -267,26 +269,23 @@ class System:
             if caller is self.client:
                 self.entry_request_bytes = req_bytes
         sent = env.now + pending
-        new_session = False
-        if self.mtls and out is not None and inbound is not None:
-            pair = (out.instance, inbound.instance)
-            if pair not in self.tls_pairs:
-                self.tls_pairs.add(pair)
-                new_session = True
+        new_session = self._new_tls_session(out, inbound)
         # request direction
         if out is not None:
             pending = hop(pending, caller.node, out.node, req_bytes, out.node == caller.node)
             if pending > 0:
                 yield timeout(pending)
-            now = out_opened = env.now
+            now = env.now
             pending = out.pass_(now, "outbound_request", conn, req_bytes, handshake=new_session) - now
+            out_opened = out.station.last_start  # the proxy's own clock starts when a worker takes the request
         src = out.node if out is not None else caller.node
         if lb is not None:
             pending = hop(pending, src, lb.node, req_bytes)
             if pending > 0:
                 yield timeout(pending)
-            now = lb_opened = env.now
+            now = env.now
             pending = lb.pass_(now, "request", conn, req_bytes) - now
+            lb_opened = lb.station.last_start
             src = lb.node
         pending = hop(pending, src, node, req_bytes)
         if new_session and inbound is not None and inbound.handshake_round_trips:
@@ -294,8 +293,9 @@ class System:
         if inbound is not None:
             if pending > 0:
                 yield timeout(pending)
-            now = in_opened = env.now
+            now = env.now
             pending = inbound.pass_(now, "inbound_request", conn, req_bytes, handshake=new_session) - now
+            in_opened = inbound.station.last_start
             pending = hop(pending, node, node, req_bytes, True)
         yield self.handle(replica, conn, pending)  # run to its end by nested()
         # response direction (the app has just sent its response; env.now is that time)
@@ -306,14 +306,14 @@ class System:
                 yield timeout(pending)
             now = env.now
             pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
-            inbound.hold(in_opened, now + pending)
+            inbound.hold(in_opened, now + pending, INBOUND)
         if lb is not None:
             pending = hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
                 yield timeout(pending)
             now = env.now
             pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
-            lb.hold(lb_opened, now + pending)
+            lb.hold(lb_opened, now + pending, BALANCING)
             pending = hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
             pending = hop(pending, node, src, resp_bytes)
@@ -322,11 +322,21 @@ class System:
                 yield timeout(pending)
             now = env.now
             pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
-            out.hold(out_opened, now + pending)
+            out.hold(out_opened, now + pending, route.view)
             pending = hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
             yield timeout(pending)
         balancer.done(index, env.now - sent)
+
+    def _new_tls_session(self, out: ProxyInstance | None, inbound: ProxyInstance | None) -> bool:
+        """Whether this call makes its proxy pair's mTLS session (the pair's first call; later ones reuse it)."""
+        if not self.mtls or out is None or inbound is None:
+            return False
+        pair = (out.instance, inbound.instance)
+        if pair in self.tls_pairs:
+            return False
+        self.tls_pairs.add(pair)
+        return True
 
     def handle(self, replica: AppReplica, conn: int, pending: float) -> Nested:
         """Run the service's handler; returns when the app sends its response."""

@@ -33,6 +33,7 @@ from meshsim.sim.experiments.replication_workers import ReplicationRunner
 from meshsim.sim.experiments.saturation_search import ProbeClock, fell_behind, find_saturation, unstable as _unstable
 from meshsim.sim.experiments.latency_estimates import expected_arrivals, latency_estimates, latency_interval
 from meshsim.sim.experiments.stats import MIN_CONTROLLED, Estimate, latency_summary, pooled_cdf, t_interval
+from meshsim.sim.experiments.proxy_latency import proxy_latency
 from meshsim.sim.experiments.transient_cut import TransientCut, cut_for, start_kept
 from meshsim.sim.engine.window_series import TimeSeries, combine, window_for
 
@@ -67,6 +68,8 @@ class Prediction:
     idle_cores: dict[str, float] = field(default_factory=dict)
     timeseries: TimeSeries | None = None  # latency, rate and CPU per window (a rate profile, or --timeseries)
     transient: TransientCut | None = None  # what the latencies leave out at each replication's start
+    # "COMPONENT VIEW" -> p50/p90/p99/mean of the latency that proxy itself records (sim/experiments/proxy_latency.py)
+    proxy_latency: dict[str, dict[str, Estimate]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -75,6 +78,10 @@ class Prediction:
         return {
             "latency_ms": {k: ms(e.value) for k, e in self.latency.items()},
             "latency_ci95_ms": {k: [ms(e.lo), ms(e.hi)] for k, e in self.latency.items()},
+            "proxy_latency_ms": {view: {k: ms(e.value) for k, e in estimates.items()}
+                                 for view, estimates in self.proxy_latency.items()},
+            "proxy_latency_ci95_ms": {view: {k: [ms(e.lo), ms(e.hi)] for k, e in estimates.items()}
+                                      for view, estimates in self.proxy_latency.items()},
             "achieved_rps": round(self.achieved_rps.value, 3),
             "achieved_rps_ci95": [round(self.achieved_rps.lo, 3), round(self.achieved_rps.hi, 3)]
             if math.isfinite(self.achieved_rps.lo) else None,
@@ -332,7 +339,8 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
         if horizon.series_s and results else None
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
-                      time.perf_counter() - started, breakdown, held, wire, idle, series, cut)
+                      time.perf_counter() - started, breakdown, held, wire, idle, series, cut,
+                      proxy_latency(results))
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,

@@ -174,6 +174,11 @@ def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
         if px_f[k, K.PX_WINSET]:
             proxy.window = (float(px_f[k, K.PX_WIN0]), float(px_f[k, K.PX_WIN1]))
         proxy.binding = dict.fromkeys(range(int(px_i[k, K.PX_BOUND])), 0)  # only their number is read
+        proxy.views = {}  # a new dict: the built one is the setup's pristine state (FastSetup.reset)
+    views = layout.view(K.R_VIEWS)
+    for row, (proxy, name) in enumerate(lowering.view_rows):
+        if views[row, :K.VIEW_BINS].any():
+            proxy.views[name] = views[row].copy()
     nodes = layout.view(K.R_SLOW)
     for row, cores in enumerate(system.node_cpu.values()):  # node_arrays' order
         cores.busy = float(nodes[row, K.SLOW_BUSY])

@@ -118,8 +118,8 @@ def _indices_from_the_start() -> Iterator[None]:
 (R_STREAM, R_STI, R_QTAG, R_PXI, R_BIND, R_NCORES, R_NCOUNT, R_NETI, R_BALI, R_ACTIVE, R_OPS, R_RPC, R_RBAL,
  R_CHS, R_CHN, R_CHR, R_TLS, R_FKN, R_FKPC, R_LOADI, R_THI, R_FLAGS,
  R_STF, R_FREE, R_BUSY, R_QUSED, R_PXF, R_POST, R_EXPORT, R_SLOW, R_CORE, R_NETF,
- R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES) = range(39)
-REGIONS = 39
+ R_EWMA, R_CHW, R_LOADF, R_THF, R_GF, R_PROFILE, R_SAMPLES, R_VIEWS) = range(40)
+REGIONS = 40
 INT_REGIONS = tuple(range(R_FLAGS + 1))
 HEADER = 2 * REGIONS
 STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
@@ -144,7 +144,12 @@ SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast/fast_program.
 (G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED, G_TOKEN_MARGIN, G_HEAP_MARGIN,
  G_OVERFLOW) = range(11)
 FLAGS = 11
-GF_NET, GF_HOST = 0, 1
+GF_NET, GF_HOST, GF_START = 0, 1, 2  # the network's and the host's sums; when the last booked job began
+# a proxy view's histogram (sim/engine/proxy_views.py, whose constants a test checks these against)
+VIEW_BINS_PER_DECADE = 50
+VIEW_FLOOR_S = 1e-6
+VIEW_BINS = VIEW_BINS_PER_DECADE * 9
+VIEW_WIDTH = VIEW_BINS + 1
 # network columns
 NET_LOOP, NET_SAME, NET_CROSS, NET_CLIENT, NET_CLIENT_NODE, NET_PER_HOP, NET_PER_KB, NET_KERNEL = range(8)
 NETF_BANDWIDTH, NETF_PER_HOP, NETF_PER_KB = range(3)
@@ -369,6 +374,7 @@ def book(I, F, B, st, now, work, server, post, timed):
             if rec:
                 I[at(I, R_STI, st, ST_COLD)] += 1
     start = (now if free <= now else free) + wake_delay
+    F[at(I, R_GF, 0, GF_START)] = start
     held = work + wake_cpu
     if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
         finish = _cpu_run(I, F, st, start, held, now)
@@ -445,8 +451,18 @@ def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
 
 
 @jit
-def hold(I, F, px, opened, closed):
-    """ProxyInstance.hold: a request held from ``opened`` to ``closed``, counted over the window."""
+def view_bin(seconds):
+    """proxy_views.view_bin: a latency's bin in a view's histogram."""
+    if seconds <= VIEW_FLOOR_S:
+        return 0
+    index = int(math.floor((math.log10(seconds) - math.log10(VIEW_FLOOR_S)) * VIEW_BINS_PER_DECADE))
+    return min(index, VIEW_BINS - 1)
+
+
+@jit
+def hold(I, F, px, view, opened, closed):
+    """ProxyInstance.hold: a request held from ``opened`` to ``closed``, counted over the window; a hold that
+    began in it goes into the histogram of its ``view`` (a row of R_VIEWS)."""
     if F[at(I, R_PXF, px, PX_WINSET)] == 0.0:
         return
     start, end = F[at(I, R_PXF, px, PX_WIN0)], F[at(I, R_PXF, px, PX_WIN1)]
@@ -454,6 +470,8 @@ def hold(I, F, px, opened, closed):
     if start <= opened < end:
         F[at(I, R_PXF, px, PX_HOLDS)] += 1.0
         F[at(I, R_PXF, px, PX_HELD)] += closed - opened
+        F[at(I, R_VIEWS, view, view_bin(closed - opened))] += 1.0
+        F[at(I, R_VIEWS, view, VIEW_BINS)] += closed - opened
 
 
 @jit
@@ -498,7 +516,7 @@ def _value(I, F, B, col, fcol):
 
 @jit_inline
 def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
-    """System._hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
+    """HostCpu.hop: ``pending`` after a one-way hop, with the kernel's CPU on the sender's and receiver's cores."""
     lat = latency(I, F, B, src, dst, nbytes, loopback)
     if _net(I, NET_KERNEL) == 0:
         return pending + lat
@@ -658,7 +676,7 @@ WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 10,
     R_QUSED: QUOTA_RING, R_PXF: PX_ACCEPT_WINDOW + 1, R_SLOW: 2, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
-    R_GF: 4, R_PROFILE: 2}.get(region, -1) for region in range(REGIONS))
+    R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
 # and, last of I's, the streams' positions (two per draw), and of F's the node cores' rows, so ``at`` gives a
@@ -737,10 +755,11 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
         handshake = I[o + 5] == 1 and TI[tok, session] == 1
         pending = proxy_pass(I, F, B, I[o + 1], I[o + 2], I[o + 7], now, TI[tok, T_CONN], I[o + 3], I[o + 4] == 1,
                              handshake) - now
-        if I[o + 6] >= 0:
-            TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 6]] = now
+        if I[o + 6] >= 0:  # a request's first pass: the proxy's clock starts when its worker took it (book's start;
+            # a first pass is never a last one, so no span export booked the collector since)
+            TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 6]] = F[at(I, R_GF, 0, GF_START)]
     elif code == OP_HOLD:
-        hold(I, F, I[o + 1], TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 2]], now + pending)
+        hold(I, F, I[o + 1], I[o + 3], TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 2]], now + pending)
     elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
         pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True) - now
     elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session

@@ -17,6 +17,7 @@ from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim.fast import fast_kernels as K  # the loop, its op codes and its table columns
 from meshsim.sim.engine.components import ProxyInstance
+from meshsim.sim.engine.proxy_views import BALANCING, INBOUND
 from meshsim.sim.engine.stations import Station
 from meshsim.sim.fast.fast_streams import StreamTable
 from meshsim.sim.engine.system import Caller, System
@@ -38,6 +39,8 @@ class Lowering:
         self.station_ids: dict[int, int] = {}
         self.proxy_list: list[ProxyInstance] = []
         self.proxy_ids: dict[int, int] = {}
+        self.view_rows: list[tuple[ProxyInstance, str]] = []  # a row of R_VIEWS per (proxy, view)
+        self.view_ids: dict[tuple[int, str], int] = {}
         self.balancer_rows: list[tuple[int, int, int, int]] = []
         self.balancer_ids: dict[int, int] = {}
         self.balancer_replays: list[int] = []  # per balancer row: the replay giving its first replica
@@ -74,6 +77,13 @@ class Lowering:
             self.proxy_list.append(proxy)
             self.station(proxy.station)
         return self.proxy_ids[key]
+
+    def view(self, proxy: ProxyInstance, name: str) -> int:
+        key = (id(proxy), name)
+        if key not in self.view_ids:
+            self.view_ids[key] = len(self.view_rows)
+            self.view_rows.append((proxy, name))
+        return self.view_ids[key]
 
     def balancer(self, balancer, policy: str) -> int:
         key = id(balancer)
@@ -166,25 +176,27 @@ class Lowering:
             ops += [[K.OP_YIELD], self._pass(inbound, "inbound_request", req, False, True, 2),
                     [K.OP_HOP, node, node, req, 1]]
         ops.append([K.OP_GOSUB, ("handler", replica.instance)])
-        ops += self._response(caller, out, lb, inbound, node, src, resp)
+        ops += self._response(caller, out, lb, inbound, node, src, resp, route.view)
         return ops
 
-    def _response(self, caller: Caller, out, lb, inbound, node: int, src: int, resp: int) -> list[list]:
+    def _response(self, caller: Caller, out, lb, inbound, node: int, src: int, resp: int, view: str) -> list[list]:
         ops: list[list] = []
         if inbound is not None:
             ops += [[K.OP_HOP, node, node, resp, 1], [K.OP_YIELD],
-                    self._pass(inbound, "inbound_response", resp, True, False, -1), [K.OP_HOLD, self.proxy(inbound), 2]]
+                    self._pass(inbound, "inbound_response", resp, True, False, -1),
+                    [K.OP_HOLD, self.proxy(inbound), 2, self.view(inbound, INBOUND)]]
         if lb is not None:
             lnode = self.node(lb.node)
             back = src if out is None else self.node(out.node)  # src is the LB's node here, as in System.call
             ops += [[K.OP_HOP, node, lnode, resp, 0], [K.OP_YIELD], self._pass(lb, "response", resp, True, False, -1),
-                    [K.OP_HOLD, self.proxy(lb), 1], [K.OP_HOP, lnode, back, resp, 0]]
+                    [K.OP_HOLD, self.proxy(lb), 1, self.view(lb, BALANCING)], [K.OP_HOP, lnode, back, resp, 0]]
         else:
             ops.append([K.OP_HOP, node, src, resp, 0])
         if out is not None:
             onode, cnode = self.node(out.node), self.node(caller.node)
             ops += [[K.OP_YIELD], self._pass(out, "outbound_response", resp, True, False, -1),
-                    [K.OP_HOLD, self.proxy(out), 0], [K.OP_HOP, onode, cnode, resp, int(onode == cnode)]]
+                    [K.OP_HOLD, self.proxy(out), 0, self.view(out, view)],
+                    [K.OP_HOP, onode, cnode, resp, int(onode == cnode)]]
         ops += [[K.OP_YIELD], [K.OP_CALL_END]]
         return ops
 

@@ -303,7 +303,7 @@ def _tables(lowering: Lowering, workload: Workload, horizon: Horizon, streams: S
         K.R_STF: st_f, K.R_FREE: free_at, K.R_BUSY: busy, K.R_QUSED: quota_used, K.R_PXF: px_f, K.R_POST: post,
         K.R_EXPORT: export, K.R_SLOW: slowdown, K.R_CORE: core_rows, K.R_NETF: net_f[None, :], K.R_EWMA: ewma,
         K.R_CHW: ch_w, K.R_LOADF: load_f[None, :], K.R_THF: th_f, K.R_GF: np.zeros((1, 4)), K.R_PROFILE: profile,
-        K.R_SAMPLES: samples,
+        K.R_SAMPLES: samples, K.R_VIEWS: np.zeros((max(len(lowering.view_rows), 1), K.VIEW_WIDTH)),
     }
     return tables, len(lowering.proxy_list)
 
