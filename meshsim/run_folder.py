@@ -224,9 +224,11 @@ def write_run(
     manifest: RunManifest,
     result_json: Mapping[str, Any] | bytes | None,
     access_log: str | Path | None = None,
+    extra: Mapping[str, tuple[str, bytes]] | None = None,
 ) -> Path:
     """Write a run folder atomically: everything lands in a temp folder that is renamed into place (OutputError
-    naming ``out``, the option that holds run folders, when it cannot be written)."""
+    naming ``out``, the option that holds run folders, when it cannot be written). ``extra``: more files, each
+    listed in the manifest's ``files`` under its key (key -> (file name, content))."""
     folder = Path(folder)
     manifest_from_dict(manifest.to_dict(), str(folder / MANIFEST))  # refuse to write what we could not read back
 
@@ -238,6 +240,9 @@ def write_run(
         if access_log is not None:
             files.setdefault("access_log", "access.jsonl")
             shutil.copyfile(access_log, tmp / files["access_log"])
+        for key, (name, content) in (extra or {}).items():
+            files[key] = name
+            (tmp / name).write_bytes(content)
         data = manifest.to_dict()
         data["files"] = files
         (tmp / MANIFEST).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")

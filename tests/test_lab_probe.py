@@ -98,6 +98,31 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
     assert manifest.where["fortio_version"] == "1.68.2"
     p50, p99 = result.percentiles_ms()["p50"], result.percentiles_ms()["p99"]
     assert 0 < p50 <= p99
+    if mode == "sidecar":
+        _check_proxy_histograms(result.folder, count + connections, p50)
+
+
+CHAIN3_VIEWS = ("client/sidecar to s1", "s1/sidecar inbound", "s1/sidecar to s2", "s2/sidecar inbound",
+                "s2/sidecar to s3", "s3/sidecar inbound")
+
+
+def _check_proxy_histograms(folder: Path, requests: int, fortio_p50_ms: float) -> None:
+    """Each Envoy's own request-time histogram over the load, stored with the run under the model's view names:
+    every view saw every request (and fortio's warm-up calls); the spans nest (each view's request contains the
+    next one's), so each quantile of an outer view is at least the inner one's, and the client sidecar's is at most
+    fortio's (each to its bucket)."""
+    from meshsim.calibrate.measure.lab.proxy_histograms import FILE_KEY, FILE_NAME, from_json
+    from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_quantile
+
+    assert read_manifest(folder).files[FILE_KEY] == FILE_NAME
+    views = from_json(json.loads((folder / FILE_NAME).read_text()))
+    assert tuple(sorted(views)) == tuple(sorted(CHAIN3_VIEWS))
+    assert all(buckets[-1].count == requests for buckets in views.values()), {v: b[-1] for v, b in views.items()}
+    for q in (0.5, 0.9):
+        found = [bucket_quantile(q, views[view]) for view in CHAIN3_VIEWS]
+        for outer, inner in zip(found, found[1:]):
+            assert outer.upper >= inner.lower, (q, found)
+    assert bucket_quantile(0.5, views["client/sidecar to s1"]).lower <= fortio_p50_ms
 
 
 def test_probe_against_stopped_service_fails_and_stores_nothing(binaries, tmp_path):

@@ -13,7 +13,8 @@ import yaml
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.calibrate.validation import ValidateOptions, gate, parse_thresholds, validate_runs
 from meshsim.calibrate.validation.text_report import table
-from meshsim.calibrate.validation.compare import Metric, Validation
+from meshsim.calibrate.validation.compare_metric import Metric
+from meshsim.calibrate.validation.compare import Validation
 from meshsim.cli import main
 from meshsim.errors import FieldError, MeshsimError, ModelError
 

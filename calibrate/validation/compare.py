@@ -22,47 +22,19 @@ from meshsim.calibrate.measure.dataset import Run, distinct_folders, load_run, r
 from meshsim.calibrate.fit.model_file import read_model
 from meshsim.calibrate.fit.observations import Observation, from_result
 from meshsim.catalog import load_mesh, load_topology
-from meshsim.errors import FieldError, MeshsimError, ModelError
+from meshsim.errors import FieldError, MeshsimError
 from meshsim.topology import Topology
 from meshsim.yamlio import input_file_problem
 
 from meshsim.calibrate.validation.column_accuracy import ColumnAccuracy, ScoredRun, column_accuracy
+from meshsim.calibrate.validation.compare_metric import Metric
+from meshsim.calibrate.validation.proxy_view_check import view_metrics
 from meshsim.calibrate.validation.replay import CannotReplay, replay
 from meshsim.calibrate.validation.validate_options import LATENCY_KEYS, SUMMARY_KEYS, ValidateOptions
 from meshsim.progress import Progress
 
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p999", 0.999))
 CDF_POINTS = 400
-
-
-@dataclass(frozen=True)
-class Metric:
-    measured: float
-    predicted: float
-    ci95: tuple[float, float] | None = None
-    # the measured value's bucket (lower, upper) when it was interpolated in a histogram (Prometheus): the
-    # measurement is only known to lie somewhere in it
-    resolution: tuple[float, float] | None = None
-
-    @property
-    def rel_error(self) -> float:
-        """(predicted - measured) / measured; NaN when there is nothing to compare."""
-        if not (math.isfinite(self.measured) and math.isfinite(self.predicted)) or self.measured == 0:
-            return float("nan")
-        return (self.predicted - self.measured) / self.measured
-
-    def to_dict(self) -> dict[str, Any]:
-        err = self.rel_error
-        out = {"measured": _round(self.measured), "predicted": _round(self.predicted),
-               "ci95": [_round(v) for v in self.ci95] if self.ci95 else None,
-               "rel_error": None if not math.isfinite(err) else round(err, 4)}
-        if self.resolution is not None:
-            out["resolution"] = [_round(v) for v in self.resolution]
-        return out
-
-
-def _round(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 5)
 
 
 @dataclass(frozen=True)
@@ -84,6 +56,8 @@ class RunComparison:
     notes: tuple[str, ...] = ()
     breakdown_ms: Mapping[str, float] = field(default_factory=dict)  # where the predicted time goes, per request
     payload_bytes: int | None = None
+    # view -> p50/p90/p99 of a proxy's own histogram (lab runs that recorded them) beside the predicted view
+    proxy_latency_ms: Mapping[str, Mapping[str, Metric]] = field(default_factory=dict)
 
     def error(self, key: str) -> float:
         return self.achieved_rps.rel_error if key == "rps" else self.latency_ms[key].rel_error
@@ -109,7 +83,9 @@ class RunComparison:
             "achieved_rps": self.achieved_rps.to_dict(),
             "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
             "predicted_saturation_rps": self.saturation_rps, "bottleneck": self.bottleneck,
-            "predicted_time_breakdown_ms": dict(self.breakdown_ms), "notes": list(self.notes)}
+            "predicted_time_breakdown_ms": dict(self.breakdown_ms), "notes": list(self.notes),
+            "proxy_latency_ms": {view: {k: m.to_dict() for k, m in metrics.items()}
+                                 for view, metrics in self.proxy_latency_ms.items()}}
         if cdf:
             out["cdf"] = {"measured": {"ms": self.measured_cdf[0], "q": self.measured_cdf[1]},
                           "predicted": {"ms": self.predicted_cdf[0], "q": self.predicted_cdf[1]}}
@@ -242,11 +218,12 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
         setup += f" w{s.proxy_workers}"
     status = "saturated" if run.status == "saturated" else "ok"
     notes = list(notes) + [f"run flagged saturated: {r}" for r in run.quality.reasons if status == "saturated"]
-    notes += simulator_notes(pred)
+    views, view_notes = view_metrics(run, pred)
+    notes += view_notes + simulator_notes(pred)
     return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
                          pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf(pred), tuple(notes),
-                         dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes)
+                         dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes, views)
 
 
 def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 from pathlib import Path
 
-from meshsim.errors import FieldError, MeshsimError
+from meshsim.errors import FieldError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
 from meshsim.calibrate.validation.validate_options import ValidateOptions

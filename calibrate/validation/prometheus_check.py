@@ -23,7 +23,8 @@ from typing import Any, Mapping
 from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf
 from meshsim.calibrate.measure.prometheus.prom_source import PrometheusSource
 from meshsim.calibrate.measure.prometheus.prom_window import PERCENTILES, WindowMeasure
-from meshsim.calibrate.validation.compare import Metric, RunComparison, Validation, predicted_cdf, \
+from meshsim.calibrate.validation.compare_metric import Metric
+from meshsim.calibrate.validation.compare import RunComparison, Validation, predicted_cdf, \
     predicted_latency, predicted_rate, read_validated_model, simulator_notes
 from meshsim.calibrate.validation.replay import on_one_host
 from meshsim.calibrate.validation.validate import Outcome, render

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from meshsim.calibrate.validation.compare import Metric, Validation
+from meshsim.calibrate.validation.compare_metric import Metric
+from meshsim.calibrate.validation.compare import Validation
 from meshsim.calibrate.validation.validate_options import LATENCY_KEYS, SUMMARY_KEYS
 
 LABELS = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9", "max": "max", "rps": "rps"}

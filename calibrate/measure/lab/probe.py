@@ -30,7 +30,9 @@ from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
+from meshsim.calibrate.measure.lab import proxy_histograms
 from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
+from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
 from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
@@ -282,6 +284,25 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
     return notes
 
 
+def _envoys(state: LabState) -> dict[str, int]:
+    return {p.name: p.admin_port for p in state.processes if p.admin_port is not None}
+
+
+def _histograms(state: LabState) -> proxy_histograms.Snapshot:
+    """Every Envoy's request-time buckets now (none in a lab without Envoys)."""
+    envoys = _envoys(state)
+    return proxy_histograms.read(envoys, state.spec.services[0].name) if envoys else {}
+
+
+def _histograms_after(state: LabState, before: proxy_histograms.Snapshot,
+                      load_end: float) -> dict[str, list[Bucket]]:
+    """Each Envoy view's buckets over the load, read after the Envoys' first stats flush past its end."""
+    if not _envoys(state):
+        return {}
+    time.sleep(max(0.0, load_end + proxy_histograms.FLUSH_WAIT_S - time.time()))
+    return proxy_histograms.over_load(before, _histograms(state))
+
+
 def _free_folder(out_dir: Path, run_id: str) -> Path:
     """``out_dir/run_id``, or with a suffix -2, -3 ... when a run of that id is already stored."""
     folder = out_dir / run_id
@@ -307,6 +328,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         started = time.time()
         host_before = host_seconds()
         cpu_before = _cpu_snapshot(state)
+        histograms_before = _histograms(state)
         sampler = RssSampler({p.name: p.pid for p in state.processes}).start()
         try:
             run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
@@ -317,6 +339,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
                 _wait_for_span_export(state)
+            histograms = _histograms_after(state, histograms_before, started + at_load_end[2])
         except KeyboardInterrupt:
             raise Interrupted("lab probe interrupted; nothing stored for this run") from None
         finally:
@@ -367,5 +390,5 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         folder = _free_folder(out_dir, manifest.id)
         # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
         raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
-        write_run(folder, manifest, raw, access if access.exists() else None)
+        write_run(folder, manifest, raw, access if access.exists() else None, proxy_histograms.run_files(histograms))
     return ProbeResult(folder, manifest, result)

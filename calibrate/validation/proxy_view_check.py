@@ -1,0 +1,51 @@
+"""A lab run's proxies' own histograms (``proxy-histograms.json``, calibrate/measure/lab/proxy_histograms.py)
+against the model's prediction of the same spans (``proxy_latency_ms``, sim/engine/proxy_views.py): where the model
+puts a request's time, inside each proxy or outside it, which the caller's latency alone cannot show."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from meshsim.calibrate.measure.dataset import Run
+from meshsim.calibrate.measure.lab import proxy_histograms
+from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_quantile
+from meshsim.calibrate.validation.compare_metric import Metric
+from meshsim.errors import MeshsimError
+
+VIEW_KEYS = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+
+
+def measured_views(run: Run) -> dict[str, list]:
+    """The run's proxy histograms by view ({} when the run has none: an older run, or no Envoy in the lab)."""
+    name = run.manifest.files.get(proxy_histograms.FILE_KEY)
+    if name is None:
+        return {}
+    path = run.folder / name
+    try:
+        return proxy_histograms.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MeshsimError(f"{path}: not a proxy histogram file ({exc})") from None
+
+
+def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str, Metric]], list[str]]:
+    """Per view the run measured and the prediction has: p50/p90/p99 measured (in its bucket) and predicted; and a
+    note per view (its p50 and p99)."""
+    predicted, intervals = pred.get("proxy_latency_ms") or {}, pred.get("proxy_latency_ci95_ms") or {}
+    out: dict[str, dict[str, Metric]] = {}
+    notes = []
+    for view, buckets in measured_views(run).items():
+        if view not in predicted or not buckets or buckets[-1].count <= 0:
+            continue
+        metrics = {}
+        for key, q in VIEW_KEYS.items():
+            found = bucket_quantile(q, buckets)
+            ci = intervals.get(view, {}).get(key)
+            value = predicted[view].get(key)
+            metrics[key] = Metric(found.value, float("nan") if value is None else float(value),
+                                  tuple(ci) if ci and None not in ci else None, (found.lower, found.upper))
+        out[view] = metrics
+        notes.append(f"{view} (the proxy's own histogram, {buckets[-1].count:.0f} requests): " + ", ".join(
+            f"{key} {m.measured:.3g} ms in ({m.resolution[0]:g}, {m.resolution[1]:g}] measured, {m.predicted:.3g} "
+            f"predicted ({m.rel_error * 100:+.0f} %)" for key, m in metrics.items() if key != "p90"))
+    return out, notes
