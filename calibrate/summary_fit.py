@@ -307,4 +307,7 @@ def fit_prometheus_window(source: Any, meaning: Any, rows_out: str | Path, rows:
     window = source.read()
     written = append_rows(rows_out, [window_row(window, meaning)])
     report_progress(f"{window.label}: {window.rps:.1f} rps, appended as a {meaning.mode} row to {written}")
+    if window.unnamed:
+        report_progress(f"{len(window.unnamed)} container series whose pod names no workload, not read (e.g. "
+                        f"{window.unnamed[0]})")
     return fit_summary_rows([*rows, written], mesh, out, settings, progress, **fit)

@@ -173,3 +173,25 @@ def test_a_real_prometheus_window_reads_cpu_and_memory_per_workload(tmp_path):
                                               "ratings/sidecar": 50.0}, rel=1e-6)
     assert window.unnamed == ("debug/shell",)
     assert window.rps == pytest.approx(100.0, rel=0.05)
+
+
+def test_fit_from_a_window_says_how_many_series_it_could_not_name(tmp_path):
+    from meshsim.calibrate.fit.row_simulation import RowSettings
+    from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
+    from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning
+    from meshsim.calibrate.measure.prometheus.prom_window import WindowMeasure
+    from meshsim.calibrate.summary_fit import fit_prometheus_window
+    from meshsim.errors import MeshsimError
+
+    class Source:  # a window as PrometheusSource.read gives it
+        def read(self) -> WindowMeasure:
+            return WindowMeasure("http://127.0.0.1:9090", METRIC_SETS["istio"], "{}", 1.8e9, 60.0, 600, 10.0,
+                                 (Bucket(1, 300), Bucket(5, 600), Bucket(math.inf, 600)),
+                                 {"reviews-v1/sidecar": 0.2}, {}, ("debug/shell",))
+
+    said: list[str] = []
+    with pytest.raises(MeshsimError, match="need baseline rows"):
+        fit_prometheus_window(Source(), RowMeaning("none_mtls_both", 4), tmp_path / "rows.csv", [], "m", None,
+                              RowSettings(), said.append, reference_mode="none_mtls_both")
+    assert any(m.startswith("1 container series whose pod names no workload") and "debug/shell" in m for m in said)
+    assert (tmp_path / "rows.csv").read_text().count("\n") == 2  # the window's row was kept all the same
