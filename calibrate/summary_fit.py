@@ -163,12 +163,17 @@ def _idle_millicores(baselines: Sequence[SummaryRow]) -> float:
     return statistics.median(values) * 1e3 if values else 0.0
 
 
+def _origin(rows: Sequence[SummaryRow]) -> str:
+    return "; ".join(sorted({r.origin for r in rows}))
+
+
 def _memory(rows: Sequence[SummaryRow], reference: Sequence[SummaryRow]) -> dict[str, Any] | None:
     values = [m for r in reference for m in r.memory_mb.values()]
     if not values:
         return None
     return {"base_mb": round(statistics.median(values), 2), "per_connection_mb": 0.0, "per_in_flight_mb": 0.0,
-            "source": f"median istio-proxy memory of the {len(reference)} reference rows (both pods; MiB x 1.048576): "
+            "source": f"median istio-proxy memory of the {len(reference)} reference rows of {_origin(reference)} "
+                      "(both pods; MiB x 1.048576): "
                       f"every row ran {sorted({r.connections for r in rows})} connections, so memory per connection "
                       "and per request held are not identified (0 written)"}
 
@@ -196,7 +201,7 @@ def fit_summary_rows(paths: Sequence[str | Path], mesh: str, out: str | Path | N
     finally:
         sim.close()
     fit.notes += skipped and [f"{len(skipped)} rows of modes not modelled left out"] or []
-    _finish(fit.model, rows, description, version, sources or {}, fit.notes)
+    _finish(fit.model, rows, reference_mode, (description, version), sources or {}, fit.notes)
     fit.model["calibration"]["row_settings"] = {
         "topology": settings.topology, "jitter": settings.jitter, "uniform": settings.uniform,
         "fortio_version": settings.fortio_version or "default", "fortio_warmup": settings.fortio_warmup or "the version's",
@@ -254,13 +259,18 @@ def _describe(values: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {v:.4g}" for k, v in values.items())
 
 
-def _finish(model: dict[str, Any], rows: Sequence[SummaryRow], description: str, version: str,
+def _finish(model: dict[str, Any], rows: Sequence[SummaryRow], reference_mode: str, labels: tuple[str, str],
             sources: Mapping[str, str], notes: list[str]) -> None:
-    """Sources, descriptions and the calibration block of the written model."""
-    origin = "; ".join(sorted({r.source.rsplit(":", 1)[0] for r in rows}))
-    stage = {"stage 1": f"fitted by meshsim fit --rows (stage 1: baseline rows of {origin})",
-             "stage 2": f"fitted by meshsim fit --rows (stage 2: reference rows of {origin})",
-             "stage 3": f"fitted by meshsim fit --rows (stage 3: the feature's rows of {origin})"}
+    """Sources, descriptions and the calibration block of the written model; each fitted number's source names the
+    rows of its stage (their file, and the window each was read from when the row says)."""
+    description, version = labels
+    origin = _origin(rows)
+    baselines = [r for r in rows if r.bypassed]
+    stage = {"stage 1": f"fitted by meshsim fit --rows (stage 1: baseline rows of {_origin(baselines)})",
+             "stage 2": "fitted by meshsim fit --rows (stage 2: reference rows of "
+                        f"{_origin([r for r in rows if r.mode == reference_mode])})",
+             "stage 3": "fitted by meshsim fit --rows (stage 3: the feature's rows of "
+                        f"{_origin([r for r in rows if not r.bypassed and r.mode != reference_mode])})"}
 
     def resolve(node: Any) -> Any:
         if isinstance(node, dict):
@@ -273,8 +283,9 @@ def _finish(model: dict[str, Any], rows: Sequence[SummaryRow], description: str,
     model["sources"] = dict(sources) or {"rows": origin}
     model["proxy"]["source"] = (f"workers {model['proxy']['workers']}, connection_balance and the rows' fortio "
                                 f"settings given to meshsim fit; idle_millicores: median istio-proxy CPU of the "
-                                f"bypassed sidecars in the baseline rows; the rest fitted (see each entry)")
-    model["cluster"]["source"] = "the calibration cluster's own baseline rows (stage 1)"
+                                f"bypassed sidecars in the baseline rows of {_origin(baselines)}; the rest fitted (see "
+                                f"each entry)")
+    model["cluster"]["source"] = f"the calibration cluster's own baseline rows of {_origin(baselines)} (stage 1)"
     model["calibration"] = {
         "fitted_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "fitted_from": sorted(r.id for r in rows), "method": METHOD,
@@ -296,4 +307,7 @@ def fit_prometheus_window(source: Any, meaning: Any, rows_out: str | Path, rows:
     window = source.read()
     written = append_rows(rows_out, [window_row(window, meaning)])
     report_progress(f"{window.label}: {window.rps:.1f} rps, appended as a {meaning.mode} row to {written}")
+    if window.unnamed:
+        report_progress(f"{len(window.unnamed)} container series whose pod names no workload, not read (e.g. "
+                        f"{window.unnamed[0]})")
     return fit_summary_rows([*rows, written], mesh, out, settings, progress, **fit)

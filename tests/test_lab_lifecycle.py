@@ -64,6 +64,56 @@ def test_cli_up_probe_down_leaves_no_process(binaries, tmp_path, capsys):
         meshsim_lab("probe", "--state-dir", str(lab_dir))
 
 
+def _scrape(port: int) -> dict[tuple[str, str], float]:
+    """The exporter's series now: (metric, container) -> value, summed over the processes of one component."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for name, container, value in re.findall(r'^(\w+)\{container="([^"]*)",pod="[^"]*"\} (\S+)$', text, re.M):
+        out[(name, container)] = out.get((name, container), 0.0) + float(value)
+    return out
+
+
+def test_lab_up_serves_the_processes_cpu_and_memory_to_prometheus_and_down_stops_it(binaries, tmp_path, capsys):
+    """`lab up` starts the process exporter as one more supervised process on a port recorded in state.json, writes
+    a Prometheus configuration naming every Envoy and the exporter, and `lab down` stops it with the rest."""
+    import yaml
+
+    from meshsim.calibrate.measure.lab.supervisor import pid_alive
+
+    lab_dir = tmp_path / "lab"
+    try:
+        assert meshsim_lab("up", "--topology", "single", "--mode", "sidecar", "--state-dir", str(lab_dir)) == 0
+        printed = capsys.readouterr().out
+        state = _state(lab_dir)
+        exporter, port = state["exporter"], state["exporter_port"]
+        pids = [p["pid"] for p in state["processes"]] + [exporter["pid"], state["daemon_pid"]]
+        assert f"--config.file {lab_dir}/prometheus.yml" in printed and str(port) in printed
+        series = _scrape(port)
+        components = {p["name"] for p in state["processes"]}  # single: no replicas, names are components
+        assert components == {"client/sidecar", "server/sidecar", "server/app"}
+        for component in components:
+            assert series[("container_cpu_usage_seconds_total", component)] > 0
+            assert series[("container_memory_working_set_bytes", component)] > 1e6
+        assert not any(container == "exporter" for _metric, container in series)  # it watches the lab, not itself
+        config = yaml.safe_load((lab_dir / "prometheus.yml").read_text())
+        jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+        assert jobs["lab-processes"]["static_configs"] == [{"targets": [f"127.0.0.1:{port}"]}]
+        assert jobs["envoy"]["metrics_path"] == "/stats/prometheus"
+        envoys = {c["labels"]["workload"]: c["targets"] for c in jobs["envoy"]["static_configs"]}
+        assert envoys == {p["name"].split("/")[0]: [f"127.0.0.1:{p['admin_port']}"] for p in state["processes"]
+                          if p["admin_port"]}
+        assert set(envoys) == {"client", "server"}
+    finally:
+        assert meshsim_lab("down", "--state-dir", str(lab_dir)) == 0
+    assert not any(pid_alive(pid) for pid in pids)
+    with pytest.raises(OSError):
+        _scrape(port)
+
+
 def test_a_supervisor_crash_takes_its_processes_along_and_down_clears_the_lab(binaries, tmp_path):
     from meshsim.calibrate.measure.lab.commands import lab_down, lab_up
     from meshsim.calibrate.measure.lab.spec import LabSpec

@@ -1,7 +1,7 @@
 """Validation through a real Prometheus agrees with validation of the fortio result of the same run.
 
-A lab (both sidecars, one service) runs under a real Prometheus (configuration written here, 1 s scrapes, bound to
-127.0.0.1, data in a temporary folder) scraping each Envoy's admin ``/stats/prometheus`` and the lab's process
+A lab (both sidecars, one service) runs under a real Prometheus (the configuration ``meshsim lab up`` writes, 1 s
+scrapes, bound to 127.0.0.1, data in a temporary folder) scraping each Envoy's admin ``/stats/prometheus`` and the lab's process
 exporter; fortio loads the lab for a few seconds and its result is stored as a run folder. The same model is then
 validated twice on the same topology: against that run folder, and against Prometheus's window of the same load.
 
@@ -26,14 +26,13 @@ import datetime as dt
 import json
 import re
 import subprocess
-import time
-import urllib.parse
-import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import require_component
+from prometheus_server import last_scrape, poll, query, real_prometheus
 
 pytestmark = pytest.mark.lab
 
@@ -41,35 +40,6 @@ MODEL = "models/meshes/istio.yaml"
 LAB_MODEL = "measurements/lab-tracing-2026-11-27/envoy-lab.yaml"
 REPO = Path(__file__).resolve().parents[1]
 RPS, CONNECTIONS, SECONDS = 200.0, 4, 6.0
-READY_S = 60.0  # generous: the machine is shared
-
-
-def _config(envoys: dict[str, int], exporter_port: int) -> str:
-    """Prometheus's configuration (JSON is YAML): each Envoy's admin, labelled with its workload, and the exporter."""
-    envoy_targets = [{"targets": [f"127.0.0.1:{port}"], "labels": {"workload": name}} for name, port in envoys.items()]
-    return json.dumps({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {"job_name": "envoy", "metrics_path": "/stats/prometheus", "static_configs": envoy_targets},
-            {"job_name": "lab-processes", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}]})
-
-
-def _query(url: str, query: str, at: float | None = None) -> list[dict]:
-    params = {"query": query, **({"time": f"{at:.3f}"} if at is not None else {})}
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=5) as resp:
-        return json.load(resp)["data"]["result"]
-
-
-def _poll(what: str, check, deadline_s: float = READY_S):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        try:
-            if value := check():
-                return value
-        except OSError:
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"{what}: not within {deadline_s:g} s")
 
 
 def _fortio_window(run_folder: Path) -> tuple[float, float]:
@@ -81,39 +51,52 @@ def _fortio_window(run_folder: Path) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """One lab run seen by fortio and by Prometheus: (run folder, Prometheus URL, window start, end)."""
+def lab(tmp_path_factory):
+    """The lab and its Prometheus, for every test of the module: (lab state, Prometheus URL, a folder)."""
     require_component("fortio")
     require_component("envoy")
-    prometheus = require_component("prometheus")
-    from meshsim.calibrate.measure.lab.probe import ProbeSettings, probe
-    from meshsim.calibrate.measure.lab.proc_exporter import ProcessExporter, Watched
-    from meshsim.calibrate.measure.lab.running import Lab
-    from meshsim.calibrate.measure.lab.spec import LabSpec
-    from meshsim.calibrate.measure.lab.supervisor import free_port
-
     tmp = tmp_path_factory.mktemp("prometheus-lab")
-    with Lab(LabSpec(topology="single", mode="sidecar"), tmp / "lab") as state, \
-            ProcessExporter([Watched(p.name, p.pid) for p in state.processes]) as exporter:
-        envoys = {p.name.split("/")[0]: p.admin_port for p in state.processes if p.admin_port is not None}
-        config = tmp / "prometheus.yml"
-        config.write_text(_config(envoys, exporter.port))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        with open(tmp / "prometheus.log", "wb") as log:
-            server = subprocess.Popen([str(prometheus), f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                                       f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
-        try:
-            targets = len(envoys) + 1
-            _poll("every target scraped", lambda: len(_query(url, "up == 1")) == targets)
-            result = probe(state, ProbeSettings(rps=RPS, connections=CONNECTIONS, duration_s=SECONDS), tmp / "runs")
-            start, end = _fortio_window(result.folder)
-            # two scrapes after the load's end, so the window's last second is in the data
-            _poll("scrapes after the load", lambda: float(_query(url, "max(timestamp(up))")[0]["value"][1]) > end + 2)
-            yield result.folder, url, start, end
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    with scraped_lab(tmp) as (state, url):
+        yield state, url, tmp
+
+
+def _load(lab, settings, port: int | None = None) -> tuple[Path, float, float]:
+    """One fortio load of the lab (at its entry, or at ``port``), once Prometheus holds its last second: (run
+    folder, window start, end)."""
+    from dataclasses import replace
+
+    from meshsim.calibrate.measure.lab.probe import probe
+
+    state, url, tmp = lab
+    result = probe(replace(state, entry_port=port or state.entry_port), settings, tmp / "runs")
+    start, end = _fortio_window(result.folder)
+    # two scrapes after the load's end, so the window's last second is in the data
+    poll("scrapes after the load", lambda: last_scrape(url) > end + 2)
+    return result.folder, start, end
+
+
+@pytest.fixture(scope="module")
+def measured(lab):
+    """One lab run seen by fortio and by Prometheus: (run folder, Prometheus URL, window start, end)."""
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings
+
+    folder, start, end = _load(lab, ProbeSettings(rps=RPS, connections=CONNECTIONS, duration_s=SECONDS))
+    return folder, lab[1], start, end
+
+
+@contextmanager
+def scraped_lab(tmp: Path):
+    """A lab (both sidecars, one service) with its process exporter, scraped by a real Prometheus on the
+    configuration ``meshsim lab up`` writes: yields (lab state, Prometheus URL)."""
+    from meshsim.calibrate.measure.lab.running import Lab
+    from meshsim.calibrate.measure.lab.scrape_config import write_scrape_config
+    from meshsim.calibrate.measure.lab.spec import LabSpec
+
+    with Lab(LabSpec(topology="single", mode="sidecar"), tmp / "lab", exporter=True) as state:
+        config = write_scrape_config(state, tmp / "prometheus.yml")
+        targets = sum(p.admin_port is not None for p in state.processes) + 1
+        with real_prometheus(config, tmp, targets) as url:
+            yield state, url
 
 
 def _validations(measured):
@@ -176,10 +159,10 @@ def test_cpu_agrees_within_the_noise_of_the_same_run(measured):
     half = (end - start) / 2
     rng = f"[{int(half * 1000)}ms]"
     halves = [{r["metric"]["container"]: float(r["value"][1])
-               for r in _query(url, f"sum by (container) (rate(container_cpu_usage_seconds_total{rng}))", at)}
+               for r in query(url, f"sum by (container) (rate(container_cpu_usage_seconds_total{rng}))", at)}
               for at in (start + half, end)]
     whole = {r["metric"]["container"]: float(r["value"][1])
-             for r in _query(url, f"sum by (container) (rate(container_cpu_usage_seconds_total"
+             for r in query(url, f"sum by (container) (rate(container_cpu_usage_seconds_total"
                                   f"[{int((end - start) * 1000)}ms]))", end)}
     compared = 0
     for component, seconds in run.manifest.cpu_seconds.items():
@@ -207,7 +190,7 @@ def test_our_percentiles_are_prometheus_histogram_quantile(measured):
     points = [v for _t, v in series[0][1]]
     assert len(points) >= 3 and sum(points) / len(points) == pytest.approx(window.rps, rel=0.25)
     for key, q in PERCENTILES.items():
-        theirs = _query(url, f"histogram_quantile({q}, sum by (le) (increase(envoy_http_downstream_rq_time_bucket"
+        theirs = query(url, f"histogram_quantile({q}, sum by (le) (increase(envoy_http_downstream_rq_time_bucket"
                              f"{window.traffic}[{ms}ms])))", end)
         assert window.quantile(key).value == pytest.approx(float(theirs[0]["value"][1]), rel=1e-9), key
 
@@ -218,9 +201,10 @@ def test_the_commands_read_the_same_window(measured, tmp_path):
     import os
     import sys
 
+    from meshsim.calibrate.measure.dataset import load_run
     from meshsim.calibrate.measure.summary_rows import read_rows
 
-    _folder, url, start, end = measured
+    folder, url, start, end = measured
     window = ["--prometheus", url, "--window", f"{int((end - start) * 1000)}ms", "--end", f"{end:.3f}",
               "--metrics", "envoy", "--source", "client", "--destination", "outbound"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHSIM_PROMETHEUS_")}
@@ -231,7 +215,8 @@ def test_the_commands_read_the_same_window(measured, tmp_path):
     assert validated.returncode == 0, validated.stderr
     run = json.loads(validated.stdout)["runs"][0]
     assert "reporting proxy" in (tmp_path / "report.html").read_text()  # the HTML report carries the window's notes
-    assert run["achieved_rps"]["measured"] > 0.5 * RPS and run["latency_ms"]["p50"]["resolution"]
+    achieved = load_run(folder).result.actual_rps  # what fortio held (less than asked on a saturated machine)
+    assert run["achieved_rps"]["measured"] == pytest.approx(achieved, rel=0.10) and run["latency_ms"]["p50"]["resolution"]
     rows = tmp_path / "rows.csv"
     fitted = subprocess.run([sys.executable, "-m", "meshsim", "fit", *window, "--row-mode", "none_mtls_both",
                              "--connections", str(CONNECTIONS), "--payload", "0", "--rows-out", str(rows),
@@ -243,3 +228,154 @@ def test_the_commands_read_the_same_window(measured, tmp_path):
     assert row.rps == pytest.approx(run["achieved_rps"]["measured"], rel=1e-3)
     assert set(row.cpu_cores) == {"client/sidecar", "server/sidecar"} and all(v > 0 for v in row.cpu_cores.values())
     assert not (tmp_path / "lab.yaml").exists()
+
+
+# -- meshsim fit --prometheus, from two windows of the lab -------------------------------------------------------------
+#
+# A fit needs baseline rows (the cluster: the hop and the app without sidecars) and rows of the reference mode
+# (both sidecars). Through Prometheus, only a proxy times a request, so the baseline window's latency is the app's
+# as the server's sidecar times its upstream (``envoy-upstream``, cluster ``local_app``: the hop to the app and the
+# app), under a load sent straight to that sidecar: the client's sidecar is bypassed, and its CPU is an idle
+# proxy's (the server's is on the path, so left out of the row). Both windows are then a proxy's view, without the
+# caller's own time. The sidecar window is the module's load (client sidecar's listener, both sidecars).
+FIT_EVALUATIONS = 60  # stage 2 runs this many simulations, stage 1 half: ~10 s on a busy machine
+# What a prediction from the fitted model may miss the sidecar window by, beyond the window's own noise (three times
+# the difference of its halves) and the simulator's interval: the fit's residual on one row of three percentiles and
+# two CPUs (FIT_RESIDUAL: 5-25 % seen for the p50 and the CPU), and, for latency, what a caller's view holds and a proxy's does not, a floor
+# the fit cannot go under when the machine is quiet and the proxies fast: the caller's own time ("kernel and
+# load-generator CPU" of the prediction's breakdown) and what the fitted cluster left above the baseline window (the
+# fitted model's prediction without sidecars at its rate, less what it measured: hops and wake-ups outside a proxy).
+# The p90 is printed, not checked: one lognormal pass cannot hold both a window's tight p90 and its long p99, and the
+# fit's compromise missed the p90 by 25-71 % (p50 0.77, p90 0.97, p99 3.56 ms measured; p90 1.66 predicted).
+FIT_RESIDUAL = 0.25
+
+
+def _inbound_port(lab) -> int:
+    """The server sidecar's inbound listener (where the client's sidecar sends), from its Envoy bootstrap."""
+    state, _url, tmp = lab
+    config = json.loads((Path(state.lab_dir) / "config" / "server_sidecar.json").read_text())
+    listener = next(x for x in config["static_resources"]["listeners"] if x["name"] == "inbound")
+    return int(listener["address"]["socket_address"]["port_value"])
+
+
+def _window_flags(url: str, start: float, end: float, metrics: str, source: str, destination: str) -> list[str]:
+    return ["--prometheus", url, "--window", f"{int((end - start) * 1000)}ms", "--end", f"{end:.3f}",
+            "--metrics", metrics, "--source", source, "--destination", destination]
+
+
+def _fit(window: list[str], mode: str, rows: Path, out: Path, *containers: str) -> subprocess.CompletedProcess:
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHSIM_PROMETHEUS_")}
+    return subprocess.run([sys.executable, "-m", "meshsim", "fit", *window, "--row-mode", mode, "--connections",
+                           str(CONNECTIONS), "--payload", "0", *containers, "--rows-out", str(rows), "--mesh",
+                           "lab-from-prometheus", "--out", str(out), "--evaluations", str(FIT_EVALUATIONS)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _halves(url: str, start: float, end: float):
+    """The sidecar window's two halves as Prometheus saw them (the noise of the same run)."""
+    from meshsim.calibrate.measure.prometheus.prom_api import PrometheusApi
+    from meshsim.calibrate.measure.prometheus.prom_metric_sets import METRIC_SETS
+    from meshsim.calibrate.measure.prometheus.prom_window import measure_window
+
+    half = (end - start) / 2
+    return [measure_window(PrometheusApi(url), METRIC_SETS["envoy"], source="client", destination="outbound",
+                           window_s=half, end=at) for at in (start + half, end)]
+
+
+def _sources(node, path=""):
+    """Every (path, source) of a model mapping."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "source":
+                yield path, value
+            else:
+                yield from _sources(value, f"{path}.{key}")
+
+
+def _predict(model: Path, rate: float, scope: str) -> dict:
+    from meshsim.catalog import load_topology
+    from meshsim.request import PredictOptions
+    from meshsim.sim.experiments.predict import predict_options
+
+    return predict_options(PredictOptions(topology=load_topology("single"), mesh=model, rps=rate, scope=scope,
+                                          load="fortio", connections=CONNECTIONS, duration_s=20.0, replications=3,
+                                          precision=None, saturation=False)).to_dict()
+
+
+def _check_sources(model: dict, base_row: dict, sidecar_row: dict) -> None:
+    """Every fitted number's source names the window (metric set, traffic, length, end, server) of its stage."""
+    sources = dict(_sources(model))
+    stage = {".cluster.cross_node": base_row, ".cluster.wakeup": base_row, ".proxy.wakeup": sidecar_row,
+             ".proxy.memory": sidecar_row, **{f".proxy.passes.{k}": sidecar_row for k in model["proxy"]["passes"]}}
+    for path, row in stage.items():
+        assert row["Source"] in sources[path], (path, sources[path])
+    assert base_row["Source"] in model["proxy"]["source"]  # idle_millicores: the bypassed sidecar of that window
+    fitted = [s for s in sources.values() if s.startswith("fitted by")]
+    assert len(fitted) >= len(stage) - 1 and all(base_row["Source"] in s or sidecar_row["Source"] in s for s in fitted)
+
+
+def _check_latency(pred: dict, base_pred: dict, base_row: dict, sidecar_row: dict, halves) -> None:
+    """The predicted p50 against the sidecar window's, within its noise, the simulator's interval, the fit's residual
+    and what a caller's view holds that a proxy's does not (the comment above FIT_RESIDUAL); the p90 beside it."""
+    first, second = halves
+    for key in ("p50", "p90"):
+        measured_ms = float(sidecar_row[key]) / 1e3
+        noise = abs(first.quantile(key).value - second.quantile(key).value)
+        ci = pred["latency_ci95_ms"].get(key) or (0.0, 0.0)
+        caller = pred["time_breakdown_ms"].get("kernel and load-generator CPU", 0.0)
+        # what the fitted cluster left above the baseline window: hops and wake-ups outside a proxy's view
+        outside = max(0.0, base_pred["latency_ms"][key] - float(base_row[key]) / 1e3)
+        tolerance = 3 * noise + (ci[1] - ci[0]) / 2 + caller + outside + FIT_RESIDUAL * measured_ms
+        print(f"{key}: window {measured_ms:.3f} ms, predicted {pred['latency_ms'][key]:.3f}, halves "
+              f"{first.quantile(key).value:.3f}/{second.quantile(key).value:.3f}, caller {caller:.3f}, outside "
+              f"{outside:.3f}, tolerance {tolerance:.3f}")
+        if key == "p50":
+            assert abs(pred["latency_ms"][key] - measured_ms) <= tolerance, (key, pred["latency_ms"][key], measured_ms)
+
+
+def _check_cpu(pred: dict, sidecar_row: dict, halves) -> None:
+    first, second = halves
+    for side, column in (("client/sidecar", "cpu_mili_avg_istio_proxy_fortioclient"),
+                         ("server/sidecar", "cpu_mili_avg_istio_proxy_fortioserver")):
+        measured_cores = float(sidecar_row[column]) / 1e3
+        noise = abs(first.cpu_cores[side] - second.cpu_cores[side])
+        tolerance = 3 * noise + FIT_RESIDUAL * measured_cores
+        print(f"{side}: window {measured_cores:.4f} cores, predicted {pred['cpu_cores'][side]:.4f}, halves "
+              f"{first.cpu_cores[side]:.4f}/{second.cpu_cores[side]:.4f}, tolerance {tolerance:.4f}")
+        assert abs(pred["cpu_cores"][side] - measured_cores) <= tolerance, (side, pred["cpu_cores"], measured_cores)
+
+
+def test_fit_from_two_prometheus_windows_predicts_the_sidecar_window(lab, measured, tmp_path):
+    import csv
+
+    import yaml
+
+    from meshsim.calibrate.measure.lab.probe import ProbeSettings
+    from meshsim.catalog import load_mesh
+
+    _folder, url, start, end = measured
+    # as long as the sidecar load, sent straight to the server's sidecar (the client's bypassed)
+    _base, base_start, base_end = _load(lab, ProbeSettings(rps=RPS, connections=CONNECTIONS, duration_s=SECONDS),
+                                        port=_inbound_port(lab))
+    rows, out = tmp_path / "rows.csv", tmp_path / "lab-from-prometheus.yaml"
+    baseline = _fit(_window_flags(url, base_start, base_end, "envoy-upstream", "server", "local_app"),
+                    "none_mtls_baseline", rows, out, "--client-container", "client/sidecar", "--server-container", "")
+    last = baseline.stderr.strip().splitlines()[-1]
+    assert baseline.returncode == 2 and "need baseline rows and rows of the reference mode" in last, baseline.stderr
+    assert "(found 1 and 0)" in last and not out.exists()  # refused, in one line; the window's row is kept
+    fitted = _fit(_window_flags(url, start, end, "envoy", "client", "outbound"), "none_mtls_both", rows, out)
+    assert fitted.returncode == 0, fitted.stderr
+    print(fitted.stdout)  # the fit's table: each row measured and simulated
+
+    with rows.open(newline="") as handle:
+        base_row, sidecar_row = list(csv.DictReader(handle))
+    assert base_row["cpu_mili_avg_istio_proxy_fortioclient"] and not base_row["cpu_mili_avg_istio_proxy_fortioserver"]
+    load_mesh(out)  # loads as a mesh model
+    _check_sources(yaml.safe_load(out.read_text()), base_row, sidecar_row)
+    pred = _predict(out, float(sidecar_row["ActualQPS"]), "both")
+    halves = _halves(url, start, end)
+    _check_latency(pred, _predict(out, float(base_row["ActualQPS"]), "none"), base_row, sidecar_row, halves)
+    _check_cpu(pred, sidecar_row, halves)

@@ -57,6 +57,13 @@ class SummaryRow:
     quantiles_s: Mapping[float, float]
     cpu_cores: Mapping[str, float] = field(default_factory=dict)
     memory_mb: Mapping[str, float] = field(default_factory=dict)
+    measured: str = ""  # what measured the row, when it says (column Source: a Prometheus window and its server)
+
+    @property
+    def origin(self) -> str:
+        """The row's file, and what measured it when the row says: what a fitted number's source names."""
+        file = self.source.rsplit(":", 1)[0]
+        return f"{file} ({self.measured})" if self.measured else file
 
     @property
     def bypassed(self) -> bool:
@@ -104,7 +111,7 @@ def _row(row: Mapping[str, str], where: str, modes: Mapping[str, tuple[str, tupl
     cpu = {k: _number(row, c, where) * 1e-3 for k, c in CPU_COLUMNS.items() if row.get(c) not in (None, "")}
     memory = {k: _number(row, c, where) * MIB for k, c in MEMORY_COLUMNS.items() if row.get(c) not in (None, "")}
     return SummaryRow(label, where, match["mode"], path, features, rps, connections, int(match["payload"]), duration,
-                      quantiles, cpu, memory)
+                      quantiles, cpu, memory, (row.get("Source") or "").strip())
 
 
 def read_rows(paths: Sequence[str | Path], modes: Mapping[str, tuple[str, tuple[str, ...]]] = MODES

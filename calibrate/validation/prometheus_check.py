@@ -88,6 +88,9 @@ def _resources(window: WindowMeasure, pred: Mapping[str, Any]) -> tuple[dict[str
     if unmatched:
         notes.append(f"{len(unmatched)} measured container(s) not in the model's components, not compared "
                      f"(e.g. {unmatched[0]})")
+    if window.unnamed:
+        notes.append(f"{len(window.unnamed)} container series whose pod names no workload (no naming rule of the "
+                     f"{window.metrics.family} set reads it), not compared (e.g. {window.unnamed[0]})")
     return cpu, notes
 
 

@@ -119,12 +119,16 @@ def _spec(args: argparse.Namespace) -> Any:
 
 def handle_up(args: argparse.Namespace) -> int:
     from meshsim.calibrate.measure.lab.commands import lab_up
+    from meshsim.calibrate.measure.lab.scrape_config import PROMETHEUS_CONFIG
 
     state = lab_up(_spec(args), args.state_dir)
     print_result(f"lab up: {state.spec.topology} {state.spec.mode}, entry {state.entry_url}, "
                  f"{len(state.processes)} processes, supervisor pid {state.daemon_pid}, "
                  f"state {args.state_dir}/state.json"
-                 + (f", traces at http://127.0.0.1:{state.trace_query_port}/api/traces" if state.trace_query_port else ""))
+                 + (f", traces at http://127.0.0.1:{state.trace_query_port}/api/traces" if state.trace_query_port else "")
+                 + f"\nlab up: Prometheus configuration {args.state_dir}/{PROMETHEUS_CONFIG} (its Envoys' "
+                   f"/stats/prometheus and the processes' CPU and memory on 127.0.0.1:{state.exporter_port}): "
+                   f"prometheus --config.file {args.state_dir}/{PROMETHEUS_CONFIG}")
     return 0
 
 

@@ -13,8 +13,10 @@ import argparse
 import json
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from meshsim.calibrate.measure.lab.loopback_http import serve_on_loopback
 
 
 class SpanCounts:
@@ -99,14 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="meshsim lab Zipkin span counter (127.0.0.1 only)")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(SpanCounts()))
-    server.daemon_threads = True
-    try:
-        server.serve_forever(poll_interval=0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_on_loopback(args.port, make_handler(SpanCounts()))
 
 
 if __name__ == "__main__":

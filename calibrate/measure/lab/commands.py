@@ -25,6 +25,7 @@ from meshsim.outputs import check_folder
 from meshsim.calibrate.measure.lab.daemon import SPEC_FILE
 from meshsim.calibrate.measure.lab.ledger import Ledger, Reaped, reap_orphans
 from meshsim.calibrate.measure.lab.running import STATE_FILE, Lab, LabState, read_state_data
+from meshsim.calibrate.measure.lab.scrape_config import PROMETHEUS_CONFIG
 from meshsim.calibrate.measure.lab.probe import DEFAULT_OUT, ProbeResult, ProbeSettings, probe
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import interrupts_deferred, pid_alive, pid_start_ticks
@@ -80,6 +81,7 @@ def lab_up(spec: LabSpec, lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = UP
                                       f"{existing.get('daemon_pid')}); bring it down first (lab down)")
     lab_dir.mkdir(parents=True, exist_ok=True)
     (lab_dir / STATE_FILE).unlink(missing_ok=True)
+    (lab_dir / PROMETHEUS_CONFIG).unlink(missing_ok=True)  # an older lab's ports: written anew once this one is up
     (lab_dir / SPEC_FILE).write_text(json.dumps(spec.to_dict()), encoding="utf-8")
     with open(lab_dir / "daemon.log", "ab") as log:
         daemon = subprocess.Popen(  # noqa: S603
@@ -142,7 +144,7 @@ def lab_down(lab_dir: Path = DEFAULT_LAB_DIR, timeout_s: float = DOWN_TIMEOUT_S)
     data = read_state_data(lab_dir)
     if data is None:
         return reaped  # nothing was up: down is idempotent
-    processes = [p for p in data.get("processes") or []]
+    processes = [*(data.get("processes") or []), *([data["exporter"]] if data.get("exporter") else [])]
     daemon_pid = data.get("daemon_pid")
     if _daemon_alive(data):
         os.kill(int(daemon_pid), signal.SIGTERM)

@@ -1,7 +1,8 @@
 """The detached lab supervisor behind ``meshsim lab up``: it outlives the CLI and holds the lab's processes.
 
 ``meshsim lab up`` writes ``spec.json`` into the lab folder and starts this module in its own session; it starts the
-lab, writes ``state.json`` (status ready, pids, ports) and then waits. SIGTERM/SIGINT/SIGHUP (``meshsim lab down``)
+lab with its process exporter, writes the lab's Prometheus configuration (``scrape_config``) and ``state.json``
+(status ready, pids, ports) and then waits. SIGTERM/SIGINT/SIGHUP (``meshsim lab down``)
 stops every process by pid, and the final state (status stopped, pids left alive) is written before it exits.
 
 Run: ``python -m meshsim.calibrate.measure.lab.daemon --lab-dir DIR``.
@@ -21,6 +22,7 @@ from meshsim.errors import MeshsimError
 
 from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import Lab, read_state_data, write_state
+from meshsim.calibrate.measure.lab.scrape_config import PROMETHEUS_CONFIG, write_scrape_config
 from meshsim.calibrate.measure.lab.spec import LabSpec
 
 SPEC_FILE = "spec.json"
@@ -45,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ledger = Ledger.open("lab up supervisor", lab_dir)  # a SIGKILLed supervisor's children stay findable
     try:
         spec = LabSpec.from_dict(json.loads((lab_dir / SPEC_FILE).read_text(encoding="utf-8")))
-        lab = Lab(spec, lab_dir, ledger=ledger)
+        lab = Lab(spec, lab_dir, ledger=ledger, exporter=True)
         state = lab.up()
+        write_scrape_config(state, lab_dir / PROMETHEUS_CONFIG)  # before ready: `lab up` names it
         write_state(lab_dir, state.to_dict())
         ready.set()
         while not stop.wait(0.5):

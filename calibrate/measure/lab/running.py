@@ -22,10 +22,12 @@ from meshsim.calibrate.measure.lab.binaries import find_binary
 
 from meshsim.calibrate.measure.lab.cpulimit import find_cpu_limiter
 from meshsim.calibrate.measure.lab.ledger import Ledger
+from meshsim.calibrate.measure.lab.proc_exporter import Watched, exporter_argv
 from meshsim.calibrate.measure.lab.processes import LabPlan, plan_lab
 from meshsim.calibrate.measure.lab.spec import LabSpec
 from meshsim.calibrate.measure.lab.supervisor import (
     Supervisor,
+    free_port,
     pid_alive,
     pid_start_ticks,
     port_clash,
@@ -36,6 +38,7 @@ STATE_FILE = "state.json"
 STATE_SCHEMA = "meshsim/lab-state/v1"
 READY_TIMEOUT_S = 20.0
 START_ATTEMPTS = 3
+EXPORTER = "exporter"  # the process exporter's name among the supervisor's processes
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class LabState:
     daemon_start_ticks: int | None = None
     cpu_limit_backend: str = ""
     trace_query_port: int | None = None  # Jaeger's query API (trace backend jaeger)
+    # the processes' CPU and memory for Prometheus (proc_exporter; ``meshsim lab up``): an observer of the lab, not
+    # one of its components, so a probe neither measures nor checks it
+    exporter: ProcessState | None = None
+    exporter_port: int | None = None
 
     @property
     def entry_url(self) -> str:
@@ -90,6 +97,8 @@ class LabState:
         body = {k: v for k, v in data.items() if k != "schema"}
         body["spec"] = LabSpec.from_dict(body["spec"])
         body["processes"] = tuple(ProcessState(**p) for p in body["processes"])
+        if body.get("exporter"):
+            body["exporter"] = ProcessState(**body["exporter"])
         return cls(**body)
 
 
@@ -149,6 +158,8 @@ class Lab:
     state: LabState | None = None
     plan: LabPlan | None = field(default=None, repr=False)
     ledger: Ledger | None = None  # where every started pid is recorded (see ledger.py)
+    exporter: bool = False  # also start the exporter of the processes' CPU and memory for Prometheus
+    exporter_port: int | None = field(default=None, init=False)
 
     def up(self) -> LabState:
         fortio = find_binary("fortio")
@@ -184,8 +195,24 @@ class Lab:
                               cpu_limit_backend=(f"cgroup v{limiter.version} "
                                                  f"{'cpu.max' if limiter.version == 2 else 'cpu.cfs_quota_us'}, "
                                                  f"CFS period 100 ms" if limiter else ""),
-                              trace_query_port=self.plan.trace_query_port)
+                              trace_query_port=self.plan.trace_query_port, **self._exporter_state())
         return self.state
+
+    def _exporter_state(self) -> dict[str, Any]:
+        if not self.exporter:
+            return {}
+        assert self.supervisor is not None
+        managed = self.supervisor.by_name(EXPORTER)
+        return {"exporter": ProcessState(managed.name, "exporter", managed.pid, managed.start_ticks, managed.argv,
+                                         str(managed.log)), "exporter_port": self.exporter_port}
+
+    def _start_exporter(self) -> None:
+        """The exporter, watching every process started so far (it is the last one), on a free loopback port."""
+        assert self.supervisor is not None
+        watched = [Watched(m.name, m.pid, m.start_ticks) for m in self.supervisor.processes]
+        self.exporter_port = free_port()
+        self.supervisor.start(EXPORTER, exporter_argv(watched, self.exporter_port))
+        wait_for_port(self.exporter_port, READY_TIMEOUT_S, self.supervisor, "the lab's process exporter")
 
     def _start(self, fortio: Path, envoy: Path) -> None:
         assert self.supervisor is not None
@@ -200,6 +227,8 @@ class Lab:
             if proc.admin_port is not None and not envoy_ready(proc.admin_port):
                 self.supervisor.check_alive()
                 raise RunFailed(f"lab: {proc.name} admin /ready not LIVE on 127.0.0.1:{proc.admin_port}")
+        if self.exporter:
+            self._start_exporter()
         self.supervisor.check_alive()
 
     def down(self) -> list[int]:

@@ -9,7 +9,8 @@ Linkerd's proxy metrics (linkerd.io, "Proxy Metrics": ``request_total``, ``respo
 ``http.<prefix>.downstream_rq_time`` and ``cluster.<name>.upstream_rq_time`` in ms, tags
 ``envoy_http_conn_manager_prefix`` and ``envoy_cluster_name``; which Envoy a series came from is the scrape's
 ``workload`` target label, as the lab's Prometheus configuration sets it); cAdvisor
-(``container_cpu_usage_seconds_total``, ``container_memory_working_set_bytes``).
+(``container_cpu_usage_seconds_total``, ``container_memory_working_set_bytes``, labels ``pod`` and ``container``),
+whose series become the model's components as ``prom_components`` says.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from meshsim.calibrate.measure.prometheus.prom_components import ComponentNaming, ContainerIsComponent, PodWorkload
 from meshsim.errors import MeshsimError
 
 
@@ -31,14 +33,22 @@ class MetricSet:
     matchers: Mapping[str, str] = field(default_factory=dict)  # fixed label matchers (e.g. which side reports)
     cpu: str = "container_cpu_usage_seconds_total"
     memory: str = "container_memory_working_set_bytes"
-    container_label: str = "container"  # the container (in the lab: the process's component) a CPU series is of
+    # which component a CPU or memory series is of (prom_components): the lab's container label names it already
+    naming: ComponentNaming = ContainerIsComponent()
+    # cAdvisor's pod-level totals (container="") and pause containers ("POD") would count a pod twice
+    containers: str = '{container!="",container!="POD"}'
 
 
 METRIC_SETS: dict[str, MetricSet] = {
+    # a cluster's containers by pod: every sidecar container has the one name, its workload is its pod's. A
+    # ``workload`` label (relabelled onto cAdvisor's series) names it outright; ``app`` does not, as Bookinfo's
+    # app=reviews spans reviews-v1..v3, which the model keeps apart
     "istio": MetricSet("istio", "istio_requests_total", "istio_request_duration_milliseconds_bucket", 1.0,
-                       "source_workload", "destination_workload", {"reporter": "source"}),
+                       "source_workload", "destination_workload", {"reporter": "source"},
+                       naming=PodWorkload("istio-proxy", ("workload",))),
     "linkerd": MetricSet("linkerd", "request_total", "response_latency_ms_bucket", 1.0,
-                         "deployment", "dst_deployment", {"direction": "outbound"}),
+                         "deployment", "dst_deployment", {"direction": "outbound"},
+                         naming=PodWorkload("linkerd-proxy", ("workload",))),
     # the lab's plain Envoy: the entry listener's time (destination = the listener's stat prefix, ``outbound`` on
     # a client sidecar) or the time of one upstream cluster (destination = the cluster, ``to_server``)
     "envoy": MetricSet("envoy", "envoy_http_downstream_rq_total", "envoy_http_downstream_rq_time_bucket", 1.0,

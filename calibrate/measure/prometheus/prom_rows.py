@@ -24,7 +24,7 @@ from meshsim.errors import MeshsimError
 from meshsim.outputs import write_file
 
 HEADER = ("StartTime", "ActualDuration", "Labels", "NumThreads", "ActualQPS", "p50", "p90", "p99",
-          *CPU_COLUMNS.values(), *MEMORY_COLUMNS.values())
+          *CPU_COLUMNS.values(), *MEMORY_COLUMNS.values(), "Source")  # Source: the window, named in the fit's sources
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ def window_row(window: WindowMeasure, meaning: RowMeaning) -> dict[str, str]:
            "Labels": f"{meaning.build}_qps_{window.rps:.1f}_c_{meaning.connections}_{meaning.payload_bytes}_"
                      f"{meaning.mode}",
            "NumThreads": str(meaning.connections), "ActualQPS": f"{window.rps:.3f}",
+           "Source": f"{window.label} at {window.url}",
            **{key: f"{value:.1f}" for key, value in quantiles.items()}}
     for side, container in sides.items():
         cpu, memory = window.cpu_cores.get(container), window.memory_mb.get(container)

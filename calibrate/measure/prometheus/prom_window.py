@@ -18,6 +18,7 @@ from typing import Mapping
 
 from meshsim.calibrate.measure.prometheus.prom_api import PrometheusApi
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket, BucketQuantile, bucket_quantile, parse_le
+from meshsim.calibrate.measure.prometheus.prom_components import by_component
 from meshsim.calibrate.measure.prometheus.prom_metric_sets import MetricSet, traffic_selector
 from meshsim.errors import MeshsimError
 
@@ -66,6 +67,7 @@ class WindowMeasure:
     buckets_ms: tuple[Bucket, ...]
     cpu_cores: Mapping[str, float] = field(default_factory=dict)
     memory_mb: Mapping[str, float] = field(default_factory=dict)
+    unnamed: tuple[str, ...] = ()  # container series (pod/container) no naming rule of the set turned into a component
 
     def quantile(self, key: str) -> BucketQuantile:
         return bucket_quantile(PERCENTILES[key], self.buckets_ms)
@@ -114,11 +116,19 @@ def measure_window(api: PrometheusApi, metrics: MetricSet, *, source: str | None
     rate = api.instant(f"sum(rate({metrics.requests}{traffic}{_range(window_s)}))", end)
     if not rate:
         raise MeshsimError(f"prometheus {api.url}: {_missing(api, metrics.requests, traffic, end, window_s)}")
-    rng, by = _range(window_s), metrics.container_label
-    cpu = {s.labels.get(by, ""): s.value for s in api.instant(f"sum by ({by}) (rate({metrics.cpu}{rng}))", end)}
-    memory = {s.labels.get(by, ""): s.value / 1e6
-              for s in api.instant(f"max by ({by}) (avg_over_time({metrics.memory}{rng}))", end)}
-    return WindowMeasure(api.url, metrics, traffic, end, window_s, counted, rate[0].value, tuple(buckets),
-                         {k: v for k, v in cpu.items() if k and math.isfinite(v)},
-                         {k: v for k, v in memory.items() if k and math.isfinite(v)})
+    cpu, unnamed = _per_component(api, metrics, f"sum by ({{by}}) (rate({metrics.cpu}{{sel}}{{rng}}))", end,
+                                  window_s)
+    memory, _ = _per_component(api, metrics, f"max by ({{by}}) (avg_over_time({metrics.memory}{{sel}}{{rng}}))", end,
+                               window_s)
+    return WindowMeasure(api.url, metrics, traffic, end, window_s, counted, rate[0].value, tuple(buckets), cpu,
+                         {k: v / 1e6 for k, v in memory.items()}, unnamed)
+
+
+def _per_component(api: PrometheusApi, metrics: MetricSet, template: str, end: float, window_s: float
+                   ) -> tuple[dict[str, float], tuple[str, ...]]:
+    """A per-container query (``template`` with {by}, {sel}, {rng}) summed per component by the set's naming: each
+    pod's containers are read apart, and the pods of one workload (the replicas of a component) add up."""
+    query = template.format(by=", ".join(metrics.naming.group_by), sel=metrics.containers, rng=_range(window_s))
+    series = ((s.labels, s.value) for s in api.instant(query, end) if math.isfinite(s.value))
+    return by_component(metrics.naming, series)
 
