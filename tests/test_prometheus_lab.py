@@ -241,13 +241,12 @@ def test_the_commands_read_the_same_window(measured, tmp_path):
 FIT_EVALUATIONS = 60  # stage 2 runs this many simulations, stage 1 half: ~10 s on a busy machine
 # What a prediction from the fitted model may miss the sidecar window by, beyond the window's own noise (three times
 # the difference of its halves) and the simulator's interval: the fit's residual on one row of three percentiles and
-# two CPUs (FIT_RESIDUAL: 5-25 % seen for the p50 and the CPU), and, for latency, what a caller's view holds and a proxy's does not, a floor
-# the fit cannot go under when the machine is quiet and the proxies fast: the caller's own time ("kernel and
-# load-generator CPU" of the prediction's breakdown) and what the fitted cluster left above the baseline window (the
-# fitted model's prediction without sidecars at its rate, less what it measured: hops and wake-ups outside a proxy).
+# two CPUs (FIT_RESIDUAL: 5-25 % seen for the p50 and the CPU). The sidecar window's row names its reporter (the
+# client's sidecar), so the fit matched that sidecar's own view and the check compares the same predicted view.
 # The p90 is printed, not checked: one lognormal pass cannot hold both a window's tight p90 and its long p99, and the
 # fit's compromise missed the p90 by 25-71 % (p50 0.77, p90 0.97, p99 3.56 ms measured; p90 1.66 predicted).
 FIT_RESIDUAL = 0.25
+VIEW = "client/sidecar to server"  # the client sidecar's own view in the model, what its histogram times
 
 
 def _inbound_port(lab) -> int:
@@ -317,23 +316,21 @@ def _check_sources(model: dict, base_row: dict, sidecar_row: dict) -> None:
     assert len(fitted) >= len(stage) - 1 and all(base_row["Source"] in s or sidecar_row["Source"] in s for s in fitted)
 
 
-def _check_latency(pred: dict, base_pred: dict, base_row: dict, sidecar_row: dict, halves) -> None:
-    """The predicted p50 against the sidecar window's, within its noise, the simulator's interval, the fit's residual
-    and what a caller's view holds that a proxy's does not (the comment above FIT_RESIDUAL); the p90 beside it."""
+def _check_latency(pred: dict, sidecar_row: dict, halves) -> None:
+    """The client sidecar's predicted view against the sidecar window's p50, within its noise, the simulator's
+    interval and the fit's residual; the p90 beside it."""
     first, second = halves
+    view = pred["proxy_latency_ms"][VIEW]
     for key in ("p50", "p90"):
         measured_ms = float(sidecar_row[key]) / 1e3
         noise = abs(first.quantile(key).value - second.quantile(key).value)
-        ci = pred["latency_ci95_ms"].get(key) or (0.0, 0.0)
-        caller = pred["time_breakdown_ms"].get("kernel and load-generator CPU", 0.0)
-        # what the fitted cluster left above the baseline window: hops and wake-ups outside a proxy's view
-        outside = max(0.0, base_pred["latency_ms"][key] - float(base_row[key]) / 1e3)
-        tolerance = 3 * noise + (ci[1] - ci[0]) / 2 + caller + outside + FIT_RESIDUAL * measured_ms
-        print(f"{key}: window {measured_ms:.3f} ms, predicted {pred['latency_ms'][key]:.3f}, halves "
-              f"{first.quantile(key).value:.3f}/{second.quantile(key).value:.3f}, caller {caller:.3f}, outside "
-              f"{outside:.3f}, tolerance {tolerance:.3f}")
+        ci = pred["proxy_latency_ci95_ms"][VIEW].get(key) or (0.0, 0.0)
+        tolerance = 3 * noise + (ci[1] - ci[0]) / 2 + FIT_RESIDUAL * measured_ms
+        print(f"{key}: window {measured_ms:.3f} ms, predicted view {view[key]:.3f} (caller's "
+              f"{pred['latency_ms'][key]:.3f}), halves {first.quantile(key).value:.3f}/{second.quantile(key).value:.3f},"
+              f" tolerance {tolerance:.3f}")
         if key == "p50":
-            assert abs(pred["latency_ms"][key] - measured_ms) <= tolerance, (key, pred["latency_ms"][key], measured_ms)
+            assert abs(view[key] - measured_ms) <= tolerance, (key, view[key], measured_ms)
 
 
 def _check_cpu(pred: dict, sidecar_row: dict, halves) -> None:
@@ -377,5 +374,6 @@ def test_fit_from_two_prometheus_windows_predicts_the_sidecar_window(lab, measur
     _check_sources(yaml.safe_load(out.read_text()), base_row, sidecar_row)
     pred = _predict(out, float(sidecar_row["ActualQPS"]), "both")
     halves = _halves(url, start, end)
-    _check_latency(pred, _predict(out, float(base_row["ActualQPS"]), "none"), base_row, sidecar_row, halves)
+    assert (base_row["Reporter"], sidecar_row["Reporter"]) == ("server", "client")
+    _check_latency(pred, sidecar_row, halves)
     _check_cpu(pred, sidecar_row, halves)

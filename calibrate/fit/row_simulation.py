@@ -18,6 +18,7 @@ import numpy as np
 import yaml
 
 from meshsim.calibrate.measure.summary_rows import SummaryRow
+from meshsim.errors import ModelError
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
 LEVELS = (0.5, 0.9, 0.99)
@@ -85,12 +86,27 @@ class RowSimulator:
         duration = max(s.requests / row.rps, 20.0 * row.connections / row.rps)
         result = run_on_chosen_engine(scenario, Workload(load), Horizon(duration, 0.0), s.seed, 0)
         self.calls += 1
-        lat = result.latencies
-        quantiles = tuple(float(q) for q in np.quantile(lat, LEVELS)) if lat.size else tuple(math.nan for _ in LEVELS)
+        quantiles = _row_quantiles(result, row)
         window = result.busy_window or 1.0
         cpu = {c: result.usage[c].cpu_seconds / window + result.usage[c].idle_cores
                for c in SIDECARS if c in result.usage}
         return SimulatedRow(quantiles, cpu)
+
+
+def _row_quantiles(result: Any, row: SummaryRow) -> tuple[float, ...]:
+    """The simulated percentiles of the span the row's percentiles time: its reporting proxy's own calls (a row
+    from a sidecar's histogram: the reporter's sidecar's one outbound view) or the caller's latency."""
+    from meshsim.sim.engine import proxy_views
+
+    if row.reporter and not row.bypassed:
+        usage = result.usage.get(f"{row.reporter}/sidecar")
+        sent = [name for name in usage.views if name.startswith(proxy_views.outbound(""))] if usage else []
+        if len(sent) != 1:
+            raise ModelError(f"{row.source}: column Reporter: {row.reporter!r} has no sidecar with one outbound view "
+                             f"in the rows' topology (a proxy's percentiles are compared with its own view)")
+        return tuple(proxy_views.quantile(usage.views[sent[0]], level) for level in LEVELS)
+    lat = result.latencies
+    return tuple(float(q) for q in np.quantile(lat, LEVELS)) if lat.size else tuple(math.nan for _ in LEVELS)
 
 
 def log_errors(row: SummaryRow, sim: SimulatedRow, latency: bool = True, cpu: bool = True) -> list[float]:

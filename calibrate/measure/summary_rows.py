@@ -58,6 +58,9 @@ class SummaryRow:
     cpu_cores: Mapping[str, float] = field(default_factory=dict)
     memory_mb: Mapping[str, float] = field(default_factory=dict)
     measured: str = ""  # what measured the row, when it says (column Source: a Prometheus window and its server)
+    # the workload whose proxy timed the percentiles, when a proxy did (column Reporter: a Prometheus window of a
+    # sidecar's histogram); "" when the caller did (fortio's own percentiles, the pipeline's CSV)
+    reporter: str = ""
 
     @property
     def origin(self) -> str:
@@ -111,7 +114,7 @@ def _row(row: Mapping[str, str], where: str, modes: Mapping[str, tuple[str, tupl
     cpu = {k: _number(row, c, where) * 1e-3 for k, c in CPU_COLUMNS.items() if row.get(c) not in (None, "")}
     memory = {k: _number(row, c, where) * MIB for k, c in MEMORY_COLUMNS.items() if row.get(c) not in (None, "")}
     return SummaryRow(label, where, match["mode"], path, features, rps, connections, int(match["payload"]), duration,
-                      quantiles, cpu, memory, (row.get("Source") or "").strip())
+                      quantiles, cpu, memory, (row.get("Source") or "").strip(), (row.get("Reporter") or "").strip())
 
 
 def read_rows(paths: Sequence[str | Path], modes: Mapping[str, tuple[str, tuple[str, ...]]] = MODES

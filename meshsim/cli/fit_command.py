@@ -170,5 +170,5 @@ def _prometheus_row(args: argparse.Namespace) -> tuple[object, object, str]:
             raise MeshsimError(f"--prometheus: give {flag}")
     source = source_of(args)
     meaning = RowMeaning(args.row_mode, args.connections, args.payload, args.client_container,
-                         args.server_container)
+                         args.server_container, reporter=args.source or "")
     return source, meaning, args.rows_out

@@ -24,7 +24,8 @@ from meshsim.errors import MeshsimError
 from meshsim.outputs import write_file
 
 HEADER = ("StartTime", "ActualDuration", "Labels", "NumThreads", "ActualQPS", "p50", "p90", "p99",
-          *CPU_COLUMNS.values(), *MEMORY_COLUMNS.values(), "Source")  # Source: the window, named in the fit's sources
+          *CPU_COLUMNS.values(), *MEMORY_COLUMNS.values(), "Source", "Reporter")
+# Source: the window, named in the fit's sources; Reporter: the workload whose proxy kept the histogram (its own view)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class RowMeaning:
     client_container: str = "client/sidecar"
     server_container: str = "server/sidecar"
     build: str = "prometheus"
+    reporter: str = ""  # the workload whose proxy's histogram the percentiles are ("": the caller's own)
 
     def __post_init__(self) -> None:
         if self.connections < 1:
@@ -54,7 +56,7 @@ def window_row(window: WindowMeasure, meaning: RowMeaning) -> dict[str, str]:
            "Labels": f"{meaning.build}_qps_{window.rps:.1f}_c_{meaning.connections}_{meaning.payload_bytes}_"
                      f"{meaning.mode}",
            "NumThreads": str(meaning.connections), "ActualQPS": f"{window.rps:.3f}",
-           "Source": f"{window.label} at {window.url}",
+           "Source": f"{window.label} at {window.url}", "Reporter": meaning.reporter,
            **{key: f"{value:.1f}" for key, value in quantiles.items()}}
     for side, container in sides.items():
         cpu, memory = window.cpu_cores.get(container), window.memory_mb.get(container)
