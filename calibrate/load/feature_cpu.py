@@ -42,7 +42,7 @@ POST_FLOOR_S = 1e-6  # below a microsecond per request is rounding, not work
 
 @dataclass(frozen=True)
 class MatchedCpu:
-    """CPU per request of one process in a feature's runs and in the plain runs of the same setups."""
+    """CPU per request of one process in a feature's runs and, run by run, in the plain runs of the same setup."""
 
     key: str
     with_feature_s: list[float]
@@ -86,7 +86,8 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
                 continue
             with_f, plain_s, ids = pairs[key]
             with_f.append(own)
-            plain_s.extend(base if key != COLLECTOR_KEY else [0.0])
+            # one plain reading per feature run (its twins' mean), so that a run with more twins weighs no more
+            plain_s.append(float(np.mean(base)) if key != COLLECTOR_KEY else 0.0)
             ids.append(run.id)
     return {key: MatchedCpu(key, *lists) for key, lists in pairs.items()}
 
