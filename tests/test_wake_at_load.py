@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from meshsim.calibrate.load.collector_wake import add_collector_wakeup, wakes_per_span
+from meshsim.calibrate.load.feature_cpu import matched_cpu
 from meshsim.calibrate.lab_plan import LADDER_CONNECTIONS, LADDER_RATES, LADDER_STAGES, PLAN_STAGES, LabPlan
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.lab.spec import parse_topology
@@ -175,3 +176,25 @@ def test_the_fit_splits_the_collectors_cpu_into_work_and_a_wakeup(tmp_path: Path
     alone = yaml.safe_load((TRACING / "envoy-lab.yaml").read_text())
     add_collector_wakeup(alone, runs[:1], notes)
     assert "wakeup" not in alone["features"]["tracing"]["collector"] and "one constant" in notes[-1]
+
+
+def test_a_traced_run_with_more_plain_twins_weighs_no_more_in_the_sidecars_extra_cpu(tmp_path: Path) -> None:
+    """Tracing adds 0.15 ms at 200 rps (two plain twins at 0.10) and 0.05 ms at 500 rps (one twin at 0.20): 0.10 ms
+    per request on average. Pooling the twins would give 0.25 - 0.133 = 0.117 ms."""
+    ladder = SITTING.parent.parent / "lab-ladder-2026-11-26" / "calibrate-lab"
+    cpu = {"sidecar-q200": 0.10, "tracing-q200": 0.25, "sidecar-q500": 0.20, "tracing-q500": 0.25}
+    folders = [next((TRACING / "calibrate-lab").glob("lab-single-sidecar-q200-c1-b1024-*"))]
+    folders += [next(ladder.glob(f"lab-single-{name}-c1-b1024-*")) for name in cpu]
+    copies = []
+    for src in folders:
+        dst = tmp_path / src.name
+        shutil.copytree(src, dst)
+        manifest = yaml.safe_load((dst / "manifest.yaml").read_text())
+        run = load_runs([dst]).runs[0]
+        requests = run.result.actual_rps * manifest["load"]["duration_s"]
+        ms = next(v for k, v in cpu.items() if f"-{k}-" in src.name)
+        manifest["cpu_seconds"] = {"server/sidecar": ms * MS * requests, "client/sidecar": ms * MS * requests}
+        (dst / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+        copies.append(dst)
+    matched = matched_cpu("tracing", load_runs(copies).runs)
+    assert matched["server/sidecar"].extra_s == pytest.approx(0.10 * MS, rel=1e-3)
