@@ -15,6 +15,8 @@ graph is replayed the same way (forwarding apps productpage and reviews, leaves 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -265,6 +267,7 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
 
 
 _SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
+MAX_SPLITS = 64
 
 
 def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: float, source: str, low: Run,
@@ -273,8 +276,8 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
     run of one validation derives its chain from the same pair)."""
     cpu_low, cpu_loaded = forwarding_cpu_ms(low, graph), forwarding_cpu_ms(loaded, graph)
     assert cpu_low is not None and cpu_loaded is not None
-    key = (str(model.get("name")), repr((model.get("calibration") or {}).get("baseline")), low.id, loaded.id,
-           str(settings.seed))
+    digest = hashlib.sha1(json.dumps(model, sort_keys=True, default=str).encode()).hexdigest()
+    key = (digest, low.id, loaded.id, str(settings.seed))
 
     def replayer(run: Run, work_ms: float, resume_ms: float) -> PredictOptions:
         wake = WakeSplit(work_ms, resume_ms, "a candidate split", (low.id, loaded.id))
@@ -283,6 +286,8 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
         return replay_options(model, run, topology, True, [], settings).with_changes(mesh=mesh)
 
     if key not in _SPLITS:
+        if len(_SPLITS) >= MAX_SPLITS:  # a long-lived process (the app) validating many models
+            _SPLITS.clear()
         _SPLITS[key] = split_cpu(low, loaded, cpu_low, cpu_loaded, [f"{s.name}/app" for s in graph if s.calls],
                                  replayer)
     return _SPLITS[key]
