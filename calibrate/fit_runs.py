@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from meshsim.calibrate.load import load_dependence, side_cpu
+from meshsim.calibrate.load.collector_wake import add_collector_wakeup
 from meshsim.calibrate.load.feature_cpu import apply_feature_cpu, feature_increments
 from meshsim.calibrate.fit_beyond_passes import add_cluster_wakeup, add_held_fraction, add_memory, add_network_hop
 from meshsim.calibrate.measure.dataset import Run, load_runs
@@ -206,6 +207,7 @@ def fit_runs(
     # after the held fractions, which decide how much of a feature's increment is already CPU
     apply_feature_cpu(model.get("features") or {}, model.get("proxy"), feature_increments(decomp), usable,
                       summary.notes)
+    add_collector_wakeup(model, usable, summary.notes, report_progress)
     summary.rows.append(_row("baseline (network + app)", decomp.baseline.distribution, decomp.baseline,
                              decomp.baseline_runs))
     for name, comp in decomp.components.items():

@@ -135,11 +135,14 @@ class Collector:
     """A station receiving exported spans; its saturation backs up nothing but shows in CPU.
 
     ``node``: the topology node it runs on, whose cores it then shares (the lab runs it beside the sidecars);
-    None, or a node the topology does not declare, gives it cores of its own."""
+    None, or a node the topology does not declare, gives it cores of its own. ``wakeup``: what a span costs beyond
+    its ``service`` when it finds the collector idle (``resume_cpu``: paid per span at a low rate, per batch when
+    spans queue)."""
 
     workers: int
     service: Distribution
     node: str | None = None
+    wakeup: WakeUp | None = None
 
 
 @dataclass(frozen=True)
@@ -292,11 +295,12 @@ def _feature(name: str, s: Section) -> Feature:
     collector = None
     cs = s.section("collector", required=False)
     if cs is not None:
-        cs.reject_unknown(("workers", "service", "node", *_META))
+        cs.reject_unknown(("workers", "service", "node", "wakeup", *_META))
         node = cs.get("node")
         if node is not None and (not isinstance(node, str) or not node):
             raise ModelError(f"{cs.key('node')}: expected a node name, got {node!r}")
-        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"), node)
+        collector = Collector(cs.integer("workers", 1, maximum=MAX_WORKERS), distribution_at(cs, "service"), node,
+                              parse_wakeup(cs.section("wakeup", required=False)))
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")

@@ -42,7 +42,7 @@ POST_FLOOR_S = 1e-6  # below a microsecond per request is rounding, not work
 
 @dataclass(frozen=True)
 class MatchedCpu:
-    """CPU per request of one process in a feature's runs and in the plain runs of the same setups."""
+    """CPU per request of one process in a feature's runs and, run by run, in the plain runs of the same setup."""
 
     key: str
     with_feature_s: list[float]
@@ -65,21 +65,29 @@ def _plain_twins(run: Run, plain: Sequence[Run]) -> list[Run]:
             and abs(p.result.actual_rps - rate) <= RATE_MATCH * max(rate, 1.0)]
 
 
+def feature_runs(feature: str, runs: Sequence[Run]) -> list[Run]:
+    """The runs with ``feature`` alone on the both-sidecars path."""
+    return [r for r in runs if r.manifest.setup.path == PATH and r.features == frozenset({feature})]
+
+
 def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
-    """Per process key: the feature's runs' CPU per request beside their plain twins' (both-sidecars path)."""
-    on_path = [r for r in runs if r.manifest.setup.path == PATH]
-    plain = [r for r in on_path if not r.features]
+    """Per process key: the feature's runs' CPU per request beside their plain twins' (both-sidecars path). The
+    collector's only from one-connection runs: with more connections its spans queue and a wake serves several
+    (``collector_wake`` splits that off)."""
+    plain = [r for r in runs if r.manifest.setup.path == PATH and not r.features]
     pairs: dict[str, tuple[list[float], list[float], list[str]]] = defaultdict(lambda: ([], [], []))
-    for run in (r for r in on_path if r.features == frozenset({feature})):
+    for run in feature_runs(feature, runs):
         twins = _plain_twins(run, plain)
         for key in (*SIDECAR_SIDES, COLLECTOR_KEY):
             own = run.cpu_per_request(key)
             base = [c for c in (t.cpu_per_request(key) for t in twins) if c is not None]
-            if own is None or (key != COLLECTOR_KEY and not base):
+            if own is None or (key != COLLECTOR_KEY and not base) or \
+                    (key == COLLECTOR_KEY and run.manifest.load.connections != 1):
                 continue
             with_f, plain_s, ids = pairs[key]
             with_f.append(own)
-            plain_s.extend(base if key != COLLECTOR_KEY else [0.0])
+            # one plain reading per feature run (its twins' mean), so that a run with more twins weighs no more
+            plain_s.append(float(np.mean(base)) if key != COLLECTOR_KEY else 0.0)
             ids.append(run.id)
     return {key: MatchedCpu(key, *lists) for key, lists in pairs.items()}
 

@@ -1,6 +1,6 @@
 """Validation of a mesh model against measured runs (``meshsim validate``) and the lab loop (``validate_lab``).
 
-Modules: ``replay`` (a run folder -> the simulator's inputs), ``validate_options`` (what to replay, how to report, the gate's
+Modules: ``replay`` (a run folder -> the simulator's inputs; ``forwarding_wake`` splits a chain's forwarding apps' CPU), ``validate_options`` (what to replay, how to report, the gate's
 thresholds), ``compare`` (measured vs predicted, summary, gate),
 ``render`` (table and JSON), ``html`` (plotly report), ``lab`` (calibrate on the lab, measure held-out runs,
 validate).

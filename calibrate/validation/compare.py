@@ -285,15 +285,14 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
     topology_runs: set[str] = set()
     for run in runs:
         try:
-            plan, base_id = replay(model_data, run, runs, topology=topo, sim_duration_s=options.sim_duration_s,
+            plan, base_ids = replay(model_data, run, runs, topology=topo, sim_duration_s=options.sim_duration_s,
                                    replications=options.replications, seed=options.seed, processes=options.processes)
         except CannotReplay as exc:
             validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
             report_progress(f"skipped {run.id}: {exc}")
             continue
         plans.append((run, plan))
-        if base_id is not None:
-            topology_runs.add(base_id)
+        topology_runs.update(base_ids)
     try:
         for index, (run, plan) in enumerate(plans, 1):
             _compare_one(validation, run, plan, model_path, fitted, topology_runs, f"[{index}/{len(plans)}]", report_progress)

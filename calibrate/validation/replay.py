@@ -15,13 +15,15 @@ graph is replayed the same way (forwarding apps productpage and reviews, leaves 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 from dataclasses import dataclass
-from dataclasses import replace as dc_replace
 from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab.host_load import cores_left
+from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
 from meshsim.catalog import chain_length, load_topology
@@ -29,6 +31,7 @@ from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
+from meshsim.mesh import mesh_from_data
 from meshsim.topology import Topology, topology_from_data
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
@@ -95,14 +98,17 @@ def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
 
 
 def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
-                   hop_source: str, app_cpu_ms: float | None = None) -> Topology:
+                   hop_source: str, app_cpu_ms: float | None = None, wake: WakeSplit | None = None) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
 
     ``app_cpu_ms``: the forwarding apps' measured CPU per request; that part of the hop holds the app's core and the
-    rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU."""
+    rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU. ``wake``: that CPU split into
+    work per request (the compute steps) and CPU per wake (the app's ``wakeup.resume_cpu``, paid when a job finds its
+    worker idle: per request at a low rate, per batch near saturation)."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
-    handler = _hop_halves(hop_mean_ms, hop_source, app_cpu_ms)
+    wake = _on_hop(hop_mean_ms, app_cpu_ms, wake)
+    handler = _hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake)
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
@@ -111,24 +117,40 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
                                       "handler": [*handler[0], *({"call": c} for c in service.calls),
                                                   *handler[1]],
-                                      "source": hop_source}
+                                      "source": hop_source, **({"wakeup": wake.wakeup_block()} if wake else {})}
     full = f"{model.get('name')}-{name}"
     return topology_from_data(_skeleton(full, graph[0].name, services, hop_source),
                               f"<{full}: derived from baseline runs>")
 
 
-def _hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None) -> tuple[list[dict], list[dict]]:
-    """The steps before and after a forwarding app's calls: half its CPU each, and half the rest as delays."""
+def _hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None,
+                wake: WakeSplit | None = None) -> tuple[list[dict], list[dict]]:
+    """The steps before and after a forwarding app's calls: half its CPU (its work per request, with ``wake``) each,
+    and half the rest of the hop as delays."""
     def half(mean_ms: float, what: str) -> dict[str, Any]:
         return {"family": "lognormal", "mean_ms": max(mean_ms / 2, 1e-4), "cv": HOP_CV,
                 "source": f"half of {what} ({hop_source}); cv {HOP_CV} assumed"}
 
-    if app_cpu_ms is None or not 0 < app_cpu_ms < hop_mean_ms:
+    if wake is not None:
+        cpu = {"compute": half(wake.work_ms, f"the forwarding apps' work per request, {wake.work_ms:.4f} ms")}
+    elif app_cpu_ms is not None and 0 < app_cpu_ms < hop_mean_ms:
+        cpu = {"compute": half(app_cpu_ms, f"the forwarding apps' CPU per request, {app_cpu_ms:.4f} ms")}
+    else:
         step = {"compute": half(hop_mean_ms, "one forwarding hop")}
         return [step], [step]
-    cpu = {"compute": half(app_cpu_ms, f"the forwarding apps' CPU per request, {app_cpu_ms:.4f} ms")}
+    if app_cpu_ms is None or app_cpu_ms >= hop_mean_ms:
+        return [cpu], [cpu]
     wait = {"delay": half(hop_mean_ms - app_cpu_ms, "the hop's time beyond the apps' CPU")}
     return [wait, cpu], [cpu, wait]
+
+
+def _on_hop(hop_mean_ms: float, app_cpu_ms: float | None, wake: WakeSplit | None) -> WakeSplit | None:
+    """``wake`` within the hop: an app burning more CPU per request than its hop lasts (work after the response,
+    which a forwarding app's steps cannot hold) books the hop's time, both parts in proportion."""
+    if wake is None or app_cpu_ms is None or app_cpu_ms <= hop_mean_ms:
+        return wake
+    return wake.scaled(hop_mean_ms / app_cpu_ms, f"the apps' {app_cpu_ms:.4f} ms CPU per request exceeds the "
+                                                 f"{hop_mean_ms:.4f} ms hop")
 
 
 def forwarding_cpu_ms(run: Run, graph: Sequence[Any]) -> float | None:
@@ -162,6 +184,10 @@ def _closest(candidates: Sequence[Run], run: Run) -> Run:
                                           abs(_when(b) - _when(run))))
 
 
+def _nearest_in_time(candidates: Sequence[Run], run: Run) -> Run:
+    return min(candidates, key=lambda b: abs(_when(b) - _when(run)))
+
+
 def _when(run: Run) -> float:
     try:
         return dt.datetime.fromisoformat(run.manifest.when.replace("Z", "+00:00")).timestamp()
@@ -169,42 +195,102 @@ def _when(run: Run) -> float:
         return 0.0
 
 
-def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run],
-                 override: Topology | None) -> tuple[Topology, str | None, list[str]]:
-    """(topology, id of the baseline run it was derived from or None, notes)."""
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How long and how often each run is simulated (``meshsim validate``'s settings)."""
+
+    sim_duration_s: float = 5.0
+    replications: int = 1
+    seed: int = 1
+    processes: int | None = None
+
+
+def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run], override: Topology | None,
+                 settings: ReplaySettings = ReplaySettings()) -> tuple[Topology, tuple[str, ...], list[str]]:
+    """(topology, ids of the baseline runs it was derived from, notes)."""
     if override is not None:
-        return override, None, []
+        return override, (), []
     name = run.manifest.setup.topology
     if not (model.get("calibration") or {}).get("baseline"):
-        return load_topology(name), None, []
+        return load_topology(name), (), []
     if name == "single":
-        return baseline_topology(model), None, []
+        return baseline_topology(model), (), []
     lb = _LB.match(name)
     if lb:
-        return baseline_topology(model, int(lb.group(1))), None, []
+        return baseline_topology(model, int(lb.group(1))), (), []
     graph = _lab_graph(name)
-    if graph is not None:
-        forwarders = sum(1 for svc in graph if svc.calls)
-        leaves = len(graph) - forwarders
-        if forwarders == 0:
-            return baseline_topology(model), None, []
-        bases = [b for b in runs if b.manifest.setup.topology == name and b.manifest.setup.path == "baseline"
-                 and b.status != "failed"]
-        if not bases:
-            raise CannotReplay(f"topology {name}: a fitted model knows one service only; add a baseline {name} run "
-                               "(the forwarding apps' cost) to the RUN_DIRs, or pass --topology FILE")
-        base = _closest(bases, run)
-        hop = (from_result(base.result).mean * 1e3 - leaves * _baseline_mean_ms(model)) / forwarders
-        if hop <= 0:
-            raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than its {leaves} leaf "
-                               "service(s) at the model's baseline")
-        source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - {leaves} x the mean of the "
-                  f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
-        cpu = forwarding_cpu_ms(base, graph)
-        notes = [source, f"the forwarding apps burn {cpu:.4f} ms CPU per request in {base.id}: the rest of the hop "
-                 "holds no core" if cpu is not None and cpu < hop else "the whole hop is booked as the apps' CPU"]
-        return graph_topology(model, name, graph, hop, source, cpu), base.id, notes
-    return load_topology(name), None, [f"topology {name}: app times from models/topologies, not measured"]
+    if graph is None:
+        return load_topology(name), (), [f"topology {name}: app times from models/topologies, not measured"]
+    if not any(svc.calls for svc in graph):
+        return baseline_topology(model), (), []
+    return _chain_topology(model, run, runs, name, graph, settings)
+
+
+def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], name: str, graph: Sequence[Any],
+                    settings: ReplaySettings) -> tuple[Topology, tuple[str, ...], list[str]]:
+    """A lab call graph whose forwarding apps cost what the chain's baseline runs measured: the hop's mean from the
+    one-connection run closest to ``run``; with a loaded baseline run (more connections) beside it, their CPU per
+    request split into work and CPU per wake (``forwarding_wake``)."""
+    forwarders = sum(1 for svc in graph if svc.calls)
+    leaves = len(graph) - forwarders
+    bases = [b for b in runs if b.manifest.setup.topology == name and b.manifest.setup.path == "baseline"
+             and b.status != "failed"]
+    if not bases:
+        raise CannotReplay(f"topology {name}: a fitted model knows one service only; add a baseline {name} run "
+                           "(the forwarding apps' cost) to the RUN_DIRs, or pass --topology FILE")
+    fewest = min(b.manifest.load.connections for b in bases)
+    # the hop's time from an unloaded run: a loaded run's mean latency is mostly queueing
+    base = _closest([b for b in bases if b.manifest.load.connections == fewest], run)
+    hop = (from_result(base.result).mean * 1e3 - leaves * _baseline_mean_ms(model)) / forwarders
+    if hop <= 0:
+        raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than its {leaves} leaf "
+                           "service(s) at the model's baseline")
+    source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - {leaves} x the mean of the "
+              f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
+    cpu = forwarding_cpu_ms(base, graph)
+    if cpu is None:
+        return graph_topology(model, name, graph, hop, source, None), (base.id,), [
+            source, "no CPU readings of the forwarding apps: the whole hop is booked as their CPU"]
+    notes = [source, f"the forwarding apps burn {cpu:.4f} ms CPU per request in {base.id}: " + (
+        "the rest of the hop holds no core" if cpu < hop else "more than the hop lasts: the whole hop is their CPU")]
+    loaded = [b for b in bases if b.manifest.load.connections > fewest and forwarding_cpu_ms(b, graph) is not None]
+    if not loaded:
+        notes.append(f"no loaded baseline {name} run (more connections than {fewest}): the apps' CPU per request is "
+                     "one constant at every rate")
+        return graph_topology(model, name, graph, hop, source, cpu), (base.id,), notes
+    wake = _wake_split(model, name, graph, hop, source, base, _nearest_in_time(loaded, run), settings)
+    if isinstance(wake, str):
+        notes.append(wake)
+        return graph_topology(model, name, graph, hop, source, cpu), (base.id,), notes
+    notes.append(wake.source + ("" if cpu <= hop else f" (x {hop / cpu:.3f}: within the hop)"))
+    return graph_topology(model, name, graph, hop, source, cpu, wake), wake.source_runs, notes
+
+
+_SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
+MAX_SPLITS = 64
+
+
+def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: float, source: str, low: Run,
+                loaded: Run, settings: ReplaySettings) -> WakeSplit | str:
+    """The forwarding apps' CPU split into work and CPU per wake from ``low`` and ``loaded`` (cached: every held-out
+    run of one validation derives its chain from the same pair)."""
+    cpu_low, cpu_loaded = forwarding_cpu_ms(low, graph), forwarding_cpu_ms(loaded, graph)
+    assert cpu_low is not None and cpu_loaded is not None
+    digest = hashlib.sha1(json.dumps(model, sort_keys=True, default=str).encode()).hexdigest()
+    key = (digest, low.id, loaded.id, str(settings.seed))
+
+    def replayer(run: Run, work_ms: float, resume_ms: float) -> PredictOptions:
+        wake = WakeSplit(work_ms, resume_ms, "a candidate split", (low.id, loaded.id))
+        topology = graph_topology(model, name, graph, hop, source, cpu_low, wake)
+        mesh = mesh_from_data(model, "<model>")
+        return replay_options(model, run, topology, True, [], settings).with_changes(mesh=mesh)
+
+    if key not in _SPLITS:
+        if len(_SPLITS) >= MAX_SPLITS:  # a long-lived process (the app) validating many models
+            _SPLITS.clear()
+        _SPLITS[key] = split_cpu(low, loaded, cpu_low, cpu_loaded, [f"{s.name}/app" for s in graph if s.calls],
+                                 replayer)
+    return _SPLITS[key]
 
 
 def on_one_host(topology: Topology, cores: float) -> Topology:
@@ -214,12 +300,21 @@ def on_one_host(topology: Topology, cores: float) -> Topology:
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
            topology: Topology | None, sim_duration_s: float, replications: int, seed: int,
-           processes: int | None) -> tuple[Replay, str | None]:
-    """How to simulate ``run``; raises CannotReplay with the reason when it cannot be."""
-    setup, load = run.manifest.setup, run.manifest.load
+           processes: int | None) -> tuple[Replay, tuple[str, ...]]:
+    """How to simulate ``run``, and the ids of the baseline runs its topology was derived from; raises CannotReplay
+    with the reason when it cannot be."""
     if not run.rps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
-    topo, base_id, notes = topology_for(model, run, runs, topology)
+    settings = ReplaySettings(sim_duration_s, replications, seed, processes)
+    topo, base_ids, notes = topology_for(model, run, runs, topology, settings)
+    derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
+    return Replay(replay_options(model, run, topo, derived, notes, settings), tuple(notes)), base_ids
+
+
+def replay_options(model: Mapping[str, Any], run: Run, topo: Topology, derived: bool, notes: list[str],
+             settings: ReplaySettings) -> PredictOptions:
+    """The prediction options replaying ``run`` on ``topo`` (on the lab's host for a lab run); adds to ``notes``."""
+    setup, load = run.manifest.setup, run.manifest.load
     cores = run.lab_host_cores
     if cores is not None:
         # in a saturated run the host was full and the others' cores were the lab's loss; below saturation they ran
@@ -231,23 +326,23 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
             cores = left
         topo = on_one_host(topo, cores)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
-    derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
     duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
-    if duration > sim_duration_s:
-        notes.append(f"simulated {sim_duration_s:g} s per replication of a {duration:g} s run (max is not comparable)")
-        duration = sim_duration_s
+    if duration > settings.sim_duration_s:
+        notes.append(f"simulated {settings.sim_duration_s:g} s per replication of a {duration:g} s run (max is not "
+                     "comparable)")
+        duration = settings.sim_duration_s
     if derived and run.manifest.cpu_seconds:
         notes.append("app CPU not comparable: the derived app holds the whole measured baseline (client + network)")
     if setup.path == "client-lb":
         notes.append("client-lb simulated with sidecars on client and servers (the simulator has no client-only scope)")
-    options = PredictOptions(
-        topology=topo, rps=float(run.rps), load="fortio", connections=run.result.num_threads or load.connections,
+    return PredictOptions(
+        topology=topo, rps=float(run.rps or 0.0), load="fortio",
+        connections=run.result.num_threads or load.connections,
         uniform=bool(load.uniform), jitter=bool(load.jitter), nocatchup=bool(load.nocatchup),
         fortio_version=checked_version(run.result.version), fortio_warmup=run.result.warmup,
         scope=SCOPE_OF_PATH[setup.path], lb=LB_OF_PATH.get(setup.path, "client"),
         features=tuple(features_for(model, run)),
         payload_bytes=None if derived else setup.payload_bytes,
         proxy_workers=setup.proxy_workers, proxy_cpu_limit=setup.proxy_cpu_limit,
-        duration_s=duration, warmup_s=0.0, replications=replications, precision=None, seed=seed,
-        processes=processes, cluster="topology" if derived else "mesh")
-    return Replay(options, tuple(notes)), base_id
+        duration_s=duration, warmup_s=0.0, replications=settings.replications, precision=None, seed=settings.seed,
+        processes=settings.processes, cluster="topology" if derived else "mesh")

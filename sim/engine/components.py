@@ -34,6 +34,15 @@ def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy:
     return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota)
 
 
+def collector_station(feature: Feature, streams: Streams) -> Station:
+    """The span collector of ``feature`` (which has one), waking as its ``collector.wakeup`` says."""
+    collector = feature.collector
+    assert collector is not None
+    wakeup = collector.wakeup
+    draw = streams.uniforms(f"collector:{feature.name}:wakeup") if wakeup is not None else None
+    return Station("collector", collector.workers, wakeup=wakeup, wake_draw=draw)
+
+
 @dataclass
 class Export:
     """Span export to a collector: background work on the collector per sampled pass."""

@@ -20,6 +20,7 @@ from meshsim.topology import Call, Choose, Parallel, Service
 from meshsim.workload import Workload
 from meshsim.sim.engine.balancing import POLICIES, Balancer
 from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
+from meshsim.sim.engine.components import collector_station  # a span collector with its wake-up
 from meshsim.sim.engine.host_cpu import HostCpu
 from meshsim.sim.engine.nested_calls import Nested, Process, nested
 from meshsim.sim.engine.proxy_views import BALANCING, INBOUND, outbound
@@ -60,7 +61,7 @@ class System:
         self.collectors: dict[str, Station] = {}
         for f in features:
             if f.collector is not None:
-                self.collectors[f.name] = Station("collector", f.collector.workers)
+                self.collectors[f.name] = collector_station(f, streams)
         proxy = mesh.proxy if scenario.meshed else None
         self.proxy_model = proxy
         self.header_bytes = (proxy.header_bytes + sum(f.header_bytes for f in features)) if proxy else 0
