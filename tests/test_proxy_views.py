@@ -29,14 +29,15 @@ from simkit import station_topology
 MS = 1e-3
 ENGINES = {"simpy": run_replication, "fast": run_fast_replication}
 WAKE = 0.05 * MS
+WAKE_CPU = 0.02 * MS
 
 
 def _mesh(wake: float | None) -> MeshModel:
     """Inbound passes of 0.4 ms, outbound of 0.1 ms, one worker; with ``wake``, a worker idle for more than a few
-    nanoseconds wakes cold and the request waits ``wake`` first (no CPU)."""
+    nanoseconds wakes cold: the request waits ``wake`` (no CPU), then the worker burns WAKE_CPU being switched in."""
     passes = {"inbound_request": Deterministic(0.4 * MS), "inbound_response": Deterministic(0.4 * MS),
               "outbound_request": Deterministic(0.1 * MS), "outbound_response": Deterministic(0.1 * MS)}
-    wakeup = WakeUp(delay=wake, tau=1e-9) if wake is not None else None
+    wakeup = WakeUp(delay=wake, tau=1e-9, cpu=WAKE_CPU) if wake is not None else None
     return MeshModel("views", ProxyModel("test", passes, workers=1, wakeup=wakeup), {}, None)
 
 
@@ -70,13 +71,14 @@ def test_each_proxy_times_the_passes_and_what_lies_between_them(engine: str) -> 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_proxys_clock_starts_after_its_worker_woke(engine: str) -> None:
-    """Every pass finds its worker idle and waits WAKE before it runs. The caller sees the four waits; the caller's
-    sidecar all but its own first one (its clock starts once its worker took the request); the server's sidecar
-    only the wait of its response pass."""
+    """Every pass finds its worker idle: it waits WAKE, then its worker is switched in (WAKE_CPU) before the pass's
+    own code runs. The caller sees the four wake-ups; the caller's sidecar all but its own first one (its clock
+    starts when its code reads the request); the server's sidecar only the one of its response pass."""
     result = _one_at_a_time(engine, WAKE)
-    assert result.latencies.max() == pytest.approx(2.0 * MS + 4 * WAKE, rel=1e-9)
-    assert _mean_view(result, "client/sidecar", "to q") == pytest.approx(2.0 * MS + 3 * WAKE, rel=1e-9)
-    assert _mean_view(result, "q/sidecar", "inbound") == pytest.approx(1.8 * MS + WAKE, rel=1e-9)
+    woke = WAKE + WAKE_CPU
+    assert result.latencies.max() == pytest.approx(2.0 * MS + 4 * woke, rel=1e-9)
+    assert _mean_view(result, "client/sidecar", "to q") == pytest.approx(2.0 * MS + 3 * woke, rel=1e-9)
+    assert _mean_view(result, "q/sidecar", "inbound") == pytest.approx(1.8 * MS + woke, rel=1e-9)
 
 
 def test_the_compiled_engine_bins_as_the_reference_does() -> None:

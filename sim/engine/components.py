@@ -86,7 +86,7 @@ class ProxyInstance:
         return len(self.binding)
 
     def hold(self, opened: float, closed: float, view: str) -> None:
-        """A request held from its first pass's start on a worker (``opened``) to its last pass out (``closed``):
+        """A request held from its first pass's own work on a worker (``opened``) to its last pass out (``closed``):
         its stream's buffers live that long, and it is the latency the proxy itself records for the request, under
         ``view`` (sim/engine/proxy_views.py). Adds its overlap with the window to the time-integral of requests
         held; a hold that began in the window goes into the view's histogram."""

@@ -194,7 +194,7 @@ class Station:
     worked: float = 0.0
     cpu_waited: float = 0.0
     idle_gaps: list[float] | None = None  # when a list: each recorded job's idle gap of its worker (0 = busy)
-    last_start: float = 0.0  # when the last job booked began on its worker (after its wait and wake-up)
+    last_start: float = 0.0  # when the last job booked began its own work (after its wait and its wake-up)
 
     def __post_init__(self) -> None:
         if self.wakeup is not None and self.wake_draw is None:
@@ -243,7 +243,8 @@ class Station:
                 wake_cpu += wake.cpu  # the cold start itself runs on the worker
                 if recording:
                     self.cold_wakes += 1
-        start = self.last_start = (now if free <= now else free) + wake_delay
+        start = (now if free <= now else free) + wake_delay
+        self.last_start = start + wake_cpu  # the thread is switched in before its own code reads the job
         held = work + wake_cpu
         node = self.node
         if self.quota is not None:

@@ -278,7 +278,7 @@ class System:
                 yield timeout(pending)
             now = env.now
             pending = out.pass_(now, "outbound_request", conn, req_bytes, handshake=new_session) - now
-            out_opened = out.station.last_start  # the proxy's own clock starts when a worker takes the request
+            out_opened = out.station.last_start  # the proxy's own clock starts when its code reads the request
         src = out.node if out is not None else caller.node
         if lb is not None:
             pending = hop(pending, src, lb.node, req_bytes)

@@ -144,7 +144,7 @@ SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast/fast_program.
 (G_RECORDING, G_LOW, G_HEAP_N, G_HEAP_SEQ, G_FREE_N, G_NODES, G_CORES, G_STARTED, G_TOKEN_MARGIN, G_HEAP_MARGIN,
  G_OVERFLOW) = range(11)
 FLAGS = 11
-GF_NET, GF_HOST, GF_START = 0, 1, 2  # the network's and the host's sums; when the last booked job began
+GF_NET, GF_HOST, GF_START = 0, 1, 2  # the network's and the host's sums; when the last booked job's own work began
 # a proxy view's histogram (sim/engine/proxy_views.py, whose constants a test checks these against)
 VIEW_BINS_PER_DECADE = 50
 VIEW_FLOOR_S = 1e-6
@@ -374,7 +374,7 @@ def book(I, F, B, st, now, work, server, post, timed):
             if rec:
                 I[at(I, R_STI, st, ST_COLD)] += 1
     start = (now if free <= now else free) + wake_delay
-    F[at(I, R_GF, 0, GF_START)] = start
+    F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
     if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
         finish = _cpu_run(I, F, st, start, held, now)
