@@ -16,9 +16,10 @@ request to the response leaving it. So the histogram is compared with the predic
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf
 from meshsim.calibrate.measure.prometheus.prom_source import PrometheusSource
@@ -73,18 +74,42 @@ class PrometheusPrediction:
                               precision=None, seed=self.seed, **load)  # type: ignore[arg-type]
 
 
+VERSION_SUFFIX = re.compile(r"-v[0-9]+$")  # Kubernetes's convention for a workload's version (reviews-v1)
+
+
+def model_workload(workload: str, known: Iterable[str]) -> str:
+    """The model's name for a measured workload: the same name when the model has it, else the name without a
+    version suffix when the model has that (Bookinfo's productpage-v1 is the topology's productpage; its
+    reviews-v1, v2 and v3 are services of their own there)."""
+    names = set(known)
+    bare = VERSION_SUFFIX.sub("", workload)
+    return workload if workload in names or bare not in names else bare
+
+
+def _renamed(measured: Mapping[str, float], predicted: Mapping[str, Any]) -> dict[str, float]:
+    """Measured components (``WORKLOAD/part``) under the model's workload names, the values of a renamed one added."""
+    workloads = {name.split("/", 1)[0] for name in predicted}
+    out: dict[str, float] = {}
+    for name, value in measured.items():
+        workload, _, part = name.partition("/")
+        key = f"{model_workload(workload, workloads)}/{part}" if part else name
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
 def _resources(window: WindowMeasure, pred: Mapping[str, Any]) -> tuple[dict[str, Metric], list[str]]:
     """CPU of the containers the prediction knows (cores), and notes: memory beside the prediction's, and how many
     measured containers the model has no counterpart for."""
     predicted_cpu = pred.get("cpu_cores") or {}
-    cpu = {k: Metric(v, float(predicted_cpu[k])) for k, v in sorted(window.cpu_cores.items()) if k in predicted_cpu}
+    measured_cpu = _renamed(window.cpu_cores, predicted_cpu)
+    cpu = {k: Metric(v, float(predicted_cpu[k])) for k, v in sorted(measured_cpu.items()) if k in predicted_cpu}
     notes = []
     predicted_memory = pred.get("memory_mb") or {}
-    for name, mb in sorted(window.memory_mb.items()):
+    for name, mb in sorted(_renamed(window.memory_mb, predicted_memory).items()):
         if name in predicted_memory:
             notes.append(f"memory {name}: mean working set {mb:.1f} MB measured, {predicted_memory[name]:.1f} MB "
                          "predicted")
-    unmatched = sorted(set(window.cpu_cores) - set(cpu))
+    unmatched = sorted(set(measured_cpu) - set(cpu))
     if unmatched:
         notes.append(f"{len(unmatched)} measured container(s) not in the model's components, not compared "
                      f"(e.g. {unmatched[0]})")
@@ -107,9 +132,11 @@ def reporting_view(pred: Mapping[str, Any], source: str | None, destination: str
         return chosen
     if source is None:
         return None
-    component = f"{source}/sidecar"
-    if destination is not None and view_name(component, outbound(destination)) in views:
-        return view_name(component, outbound(destination))
+    workloads = {view.split("/", 1)[0] for view in views} | {view.split(" to ", 1)[-1] for view in views}
+    component = f"{model_workload(source, workloads)}/sidecar"
+    target = model_workload(destination, workloads) if destination is not None else None
+    if target is not None and view_name(component, outbound(target)) in views:
+        return view_name(component, outbound(target))
     sent = [view for view in views if view.startswith(view_name(component, outbound("")))]
     return sent[0] if len(sent) == 1 else None
 
@@ -131,7 +158,7 @@ def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str
     compared = _view_prediction(pred, view) if view is not None else pred
     latency = predicted_latency(compared, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})
     cpu, notes = _resources(window, pred)
-    span = (f"latency is the reporting proxy's own view (from its worker taking a request to the response leaving "
+    span = (f"latency is the reporting proxy's own view (from its code reading a request to the response leaving "
             f"it), compared with the predicted view '{view}'" if view is not None else
             "latency is the reporting proxy's view, but no predicted proxy view matched --source/--destination "
             "(name one with --proxy-view): compared with the caller's predicted latency, which is longer by the "
