@@ -68,6 +68,7 @@ def prediction_table(d: dict[str, Any]) -> str:
         width = max(28, *(len(key) + 1 for key in parts))  # the longest mechanism's name sets the column
         for key, value in sorted(parts.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {key:<{width}}{value:>8.3f}   {value / total * 100:5.1f}%")
+    lines += proxy_view_lines(d.get("proxy_latency_ms") or {})
     if d["in_flight"]:
         lines.append(f"in flight at end {d['in_flight']:.1f} requests per replication (not in the percentiles)")
     if d.get("timeseries"):
@@ -75,6 +76,24 @@ def prediction_table(d: dict[str, Any]) -> str:
     for w in d["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+VIEWS_SHOWN = 12  # a large graph has hundreds of views: the slowest are shown, the rest are in --json
+
+
+def proxy_view_lines(views: dict[str, dict[str, float | None]]) -> list[str]:
+    """Each proxy's own view (what its request-duration histogram would show), the slowest p99 first."""
+    if not views:
+        return []
+    width = max(28, *(len(name) + 1 for name in views))
+    lines = ["", "what each proxy sees (from its code reading a request to the response leaving it; its own "
+             "histogram's span)", f"  {'proxy view':<{width}}{'p50 ms':>8}{'p99 ms':>9}"]
+    ranked = sorted(views.items(), key=lambda kv: -(kv[1].get("p99") or 0.0))
+    for name, v in ranked[:VIEWS_SHOWN]:
+        lines.append(f"  {name:<{width}}{_f(v.get('p50')):>8}{_f(v.get('p99')):>9}")
+    if len(ranked) > VIEWS_SHOWN:
+        lines.append(f"  ... {len(ranked) - VIEWS_SHOWN} more views in --json (proxy_latency_ms)")
+    return lines
 
 
 def warmup_line(cut: dict[str, Any]) -> str:
