@@ -64,7 +64,7 @@ class Callbacks:
 
     def _failure(self, message: str, ticks: int) -> tuple:
         return (no_update,) * 5 + (message, no_update, no_update, "stopped: fix the input above", ticks,
-                                   no_update, no_update)
+                                   no_update, no_update, no_update)
 
     def update(self, n_intervals: int | None, pinned: dict | None, upload_contents: str | None, *rest: Any,
                client: str | None = None) -> tuple:
@@ -118,7 +118,7 @@ class Callbacks:
             figures.latency_figure(view.curves, measured), figures.utilization_figure(view.curves),
             figures.cdf_figure(view.cdf, cdf_rate, measured), summary, table(rows, report.COLUMNS),
             message, str(view.done), str(max(view.total, 1)), progress_text, ticks if view.complete else ticks + 1,
-            info, validation_view,
+            info, validation_view, figures.proxy_views_figure(view.cdf, cdf_rate),
         )
 
     def pin(self, trigger: str | None, upload_contents: str | None, *rest: Any) -> tuple:
@@ -164,7 +164,7 @@ def register(app: Dash, callbacks: Callbacks) -> None:
         Output("summary", "children"), Output("table", "children"), Output("message", "children"),
         Output("progress", "value"), Output("progress", "max"), Output("progress-text", "children"),
         Output("tick", "max_intervals"), Output("measured-info", "children"), Output("validation", "children"),
-        Input("tick", "n_intervals"), Input("pinned", "data"), Input("upload", "contents"),
+        Output("proxy-graph", "figure"), Input("tick", "n_intervals"), Input("pinned", "data"), Input("upload", "contents"),
         *control_inputs, State("upload", "filename"), State("client", "data"),
     )(lambda *args: callbacks.update(*args[:-1], client=args[-1]))
     app.callback(

@@ -196,3 +196,61 @@ def cdf_figure(points: Mapping[str, dict | None], rate: float,
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0},
                       margin={"t": 50, "l": 60, "r": 20, "b": 50}, hovermode="closest")
     return fig
+
+
+END_TO_END = "caller end-to-end"
+NO_PROXY_VIEWS = "no sidecar or load balancer on this path, so no proxy histogram to show"
+ViewBar = tuple[str, "float | None", "float | None", str]  # label, p50 ms, p99 ms, hover text
+
+
+def _view_hover(label: str, values: Mapping, cis: Mapping) -> str:
+    lines = [f"<b>{label}</b>"]
+    for key in ("p50", "p99", "mean"):
+        value, ci = values.get(key), cis.get(key)
+        lines.append(f"{key} " + ("n/a" if value is None else f"{value:.3g} ms")
+                     + (f" (95% CI {ci[0]:.3g}-{ci[1]:.3g})" if ci and None not in ci else ""))
+    return "<br>".join(lines)
+
+
+def proxy_view_bars(point: Mapping) -> list[ViewBar]:
+    """The bars of one prediction: the caller's end-to-end first, then each proxy view (``proxy_latency_ms``) from
+    the longest p50 to the shortest, which puts the outer proxies first along a chain."""
+    views = point.get("proxy_latency_ms") or {}
+    cis = point.get("proxy_latency_ci95_ms") or {}
+    order = sorted(views, key=lambda name: (-(views[name].get("p50") or 0.0), name))
+    labelled = [(END_TO_END, point.get("latency_ms") or {}, point.get("latency_ci95_ms") or {})]
+    labelled += [(name, views[name], cis.get(name) or {}) for name in order]
+    return [(label, values.get("p50"), values.get("p99"), _view_hover(label, values, ci))
+            for label, values, ci in labelled]
+
+
+def proxy_views_figure(points: Mapping[str, dict | None], rate: float) -> go.Figure:
+    """What each proxy sees at one rate: per mesh, a horizontal p50 and p99 bar per proxy view (the span its own
+    request-duration histogram times, as Prometheus shows it), under the caller's end-to-end p50/p99."""
+    title = f"What each proxy sees at {rate:,.0f} rps (its request-duration histogram)"
+    drawn = {mesh: point for mesh, point in points.items() if point is not None}
+    if not drawn:
+        return _empty(title, "computing ...")
+    if not any(point.get("proxy_latency_ms") for point in drawn.values()):
+        return _empty(title, NO_PROXY_VIEWS[:1].upper() + NO_PROXY_VIEWS[1:] + ".")
+    bars = {mesh: proxy_view_bars(point) for mesh, point in drawn.items()}
+    colors = mesh_colors(list(points))
+    fig = make_subplots(rows=len(bars), cols=1, shared_xaxes=True, subplot_titles=list(bars),
+                        row_heights=[len(b) for b in bars.values()], vertical_spacing=0.3 / len(bars))
+    for row, (mesh, rows) in enumerate(bars.items(), start=1):
+        labels = [label for label, *_ in rows]
+        for key, index, alpha in (("p50", 1, 1.0), ("p99", 2, 0.4)):
+            fig.add_trace(go.Bar(
+                y=labels, x=[r[index] for r in rows], orientation="h", name=f"{mesh} {key}", legendgroup=mesh,
+                marker={"color": _rgba(colors[mesh], alpha)}, text=[r[3] for r in rows],
+                hovertemplate=f"{mesh} %{{text}}<extra></extra>", textposition="none",
+            ), row=row, col=1)
+        if len(rows) == 1:
+            fig.add_annotation(text=NO_PROXY_VIEWS, showarrow=False, xref="x domain", yref="y domain",
+                               x=0.98, y=0.5, xanchor="right", font={"color": "#666"}, row=row, col=1)
+    fig.update_yaxes(autorange="reversed", automargin=True)  # the first bar (end-to-end) on top
+    fig.update_xaxes(title_text="latency (ms)", row=len(bars), col=1)
+    fig.update_layout(title=title, template="plotly_white", barmode="group", hovermode="closest",
+                      height=140 + 34 * sum(len(b) for b in bars.values()),
+                      margin={"t": 70, "l": 60, "r": 20, "b": 50})
+    return fig

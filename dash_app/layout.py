@@ -118,6 +118,7 @@ def views(measured: MeasuredSet) -> html.Div:
                         style={"paddingLeft": "18px"}),
             ], style={"flex": "1 1 50%", "fontSize": "13px", "paddingLeft": "8px"}),
         ], style={**CARD, "display": "flex"}),
+        html.Div([dcc.Graph(id="proxy-graph", config={"displaylogo": False})], style=CARD),
         html.Div([
             html.Div([
                 html.H4("Numbers", style={"display": "inline-block", "margin": "4px 12px 4px 0"}),

@@ -152,6 +152,11 @@ if (!div || !div.data) { return null; }
 return div.data.map(t => ({name: t.name || '', x: Array.from(t.x || []), mode: t.mode || ''}));
 """
 
+TITLE_JS = """
+const div = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');
+return div && div.layout && div.layout.title ? div.layout.title.text : null;
+"""
+
 
 def curve_traces(driver: WebDriver, graph: str) -> list[dict]:
     return [t for t in driver.js(TRACES_JS, graph) or [] if t["mode"] == "lines+markers"]
@@ -229,6 +234,9 @@ def drive_the_app(app_url: str, browser: WebDriver, tmp_path: Path) -> None:
     browser.wait("the new mesh in the latency graph", lambda: meshes_drawn(browser) == {"istio", "none"})
     browser.wait("the new mesh in the CDF", lambda: {t["name"] for t in browser.js(TRACES_JS, "cdf-graph") or []}
                  >= {"istio predicted", "none predicted"})
+    title = browser.wait("the proxy views", lambda: {t["name"] for t in browser.js(TRACES_JS, "proxy-graph") or []}
+                         >= {"istio p50", "none p50"} and browser.js(TITLE_JS, "proxy-graph"))
+    assert title.startswith("What each proxy sees at 1,000 rps")
 
     # Change the rate range: the curves must end at the new upper rate.
     browser.type("#rate-max", f"1500{ENTER}")

@@ -101,7 +101,8 @@ def test_update_sweeps_in_budgeted_steps_then_serves_from_cache(app_parts):
         # other jobs building the figures alone took 1.3 s; an unbounded sweep would take minutes)
         assert seconds <= BUDGET_S + counted.slowest_s + 3.0
     assert all(out[9] == 1 for out, _ in history[:-1])  # one more tick while points are missing
-    latency, util, cdf, summary, table, message, done, total, progress, ticks, info, validation = history[-1][0]
+    (latency, util, cdf, summary, table, message, done, total, progress, ticks, info, validation,
+     proxies) = history[-1][0]
     assert message == "" and progress == "all points computed" and done == total
     assert trace_names(latency) == {f"{m} {k}" for m in ("istio", "none") for k in ("p50", "p90", "p99")}
     istio_p99 = next(t for t in latency.data if t.name == "istio p99")
@@ -114,6 +115,10 @@ def test_update_sweeps_in_budgeted_steps_then_serves_from_cache(app_parts):
                                           "istio measured: istio-1.2.0-c16-qps1000-both-sidecars-mixer",
                                           "none measured: istio-1.2.0-c16-qps1000-baseline"}
     assert "single" not in message and "measured runs loaded" in info
+    # the CDF rate's predictions (no second simulation) give the proxy views; the no-mesh row has only end-to-end
+    views = {t.name: list(t.y) for t in proxies.data}
+    assert views["istio p50"] == ["caller end-to-end", "client/sidecar to server", "server/sidecar inbound"]
+    assert views["none p50"] == ["caller end-to-end"]
     calls = counted.calls
     again = update(callbacks, values)
     assert counted.calls == calls and finished(again)  # everything came from the cache

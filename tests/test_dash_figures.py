@@ -197,3 +197,48 @@ def test_what_changed_names_inputs_and_effects():
     same = report.what_changed(before, a, before, a, 1000.0)
     assert same[0] == "No input differs from the pinned scenario."
     assert "bottleneck still s2/sidecar" in same[1] and "(+0%)" in same[1]
+
+
+def with_views(point: dict, views: dict[str, tuple[float, float]]) -> dict:
+    """``point`` with proxy views of the given (p50, p99), as ``Prediction.to_dict()`` writes them."""
+    values = {name: {"p50": p50, "p90": (p50 + p99) / 2, "p99": p99, "p999": 1.5 * p99, "mean": 1.1 * p50}
+              for name, (p50, p99) in views.items()}
+    return {**point, "proxy_latency_ms": values,
+            "proxy_latency_ci95_ms": {name: {k: [0.9 * v, 1.1 * v] for k, v in vs.items()}
+                                      for name, vs in values.items()}}
+
+
+CHAIN_VIEWS = {"s1/sidecar inbound": (2.2, 3.8), "client/sidecar to s1": (2.7, 4.6), "s2/sidecar inbound": (1.2, 2.4),
+               "s1/sidecar to s2": (1.7, 3.3)}
+
+
+def test_proxy_views_figure_bars_end_to_end_first_then_outer_proxies():
+    istio = with_views(prediction(1000, 4500.0, 1.0), CHAIN_VIEWS)
+    linkerd = with_views(prediction(1000, 4900.0, 0.7), {"client/sidecar to s1": (1.5, 2.0)})
+    fig = figures.proxy_views_figure({"istio": istio, "linkerd": linkerd}, 1000)
+    assert fig.layout.title.text.startswith("What each proxy sees at 1,000 rps")
+    bars = {t.name: t for t in fig.data}
+    assert sorted(bars) == ["istio p50", "istio p99", "linkerd p50", "linkerd p99"]
+    order = [figures.END_TO_END, "client/sidecar to s1", "s1/sidecar inbound", "s1/sidecar to s2",
+             "s2/sidecar inbound"]  # the longest p50 first: along the chain from the caller inwards
+    assert list(bars["istio p50"].y) == list(bars["istio p99"].y) == order
+    assert list(bars["istio p50"].x) == [istio["latency_ms"]["p50"]] + [CHAIN_VIEWS[v][0] for v in order[1:]]
+    assert list(bars["istio p99"].x) == [istio["latency_ms"]["p99"]] + [CHAIN_VIEWS[v][1] for v in order[1:]]
+    assert all(t.orientation == "h" for t in fig.data)
+    assert bars["istio p50"].xaxis != bars["linkerd p50"].xaxis  # one panel per mesh
+    assert list(bars["linkerd p50"].y) == [figures.END_TO_END, "client/sidecar to s1"]
+    assert "95% CI 1.98-2.42" in bars["istio p50"].text[2]  # s1/sidecar inbound's p50 CI in the hover
+    assert [a.text for a in fig.layout.annotations] == ["istio", "linkerd"]  # panel titles, no empty-state note
+
+
+def test_proxy_views_figure_says_why_it_is_empty():
+    no_mesh = prediction(1000, 9000.0, 0.5)  # no proxy_latency_ms at all, as an older prediction dict
+    for points in ({"none": no_mesh}, {"none": {**no_mesh, "proxy_latency_ms": {}}}):
+        fig = figures.proxy_views_figure(points, 1000)
+        assert fig.data == () and "no proxy histogram to show" in fig.layout.annotations[0].text
+        assert fig.layout.xaxis.visible is False
+    assert figures.proxy_views_figure({"istio": None}, 1000).layout.annotations[0].text == "computing ..."
+    mixed = figures.proxy_views_figure({"istio": with_views(no_mesh, CHAIN_VIEWS), "none": no_mesh}, 1000)
+    none_bars = next(t for t in mixed.data if t.name == "none p50")
+    assert list(none_bars.y) == [figures.END_TO_END]
+    assert any(a.text == figures.NO_PROXY_VIEWS for a in mixed.layout.annotations)
