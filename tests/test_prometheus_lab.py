@@ -13,11 +13,10 @@ What is compared like with like: the latency. Envoy's histogram times a request 
 taking it to the response leaving that sidecar; fortio times it from its own send to its own receive. The
 Prometheus validation compares the histogram with the model's prediction of that same span (the client sidecar's
 view, sim/engine/proxy_views.py), so in the measurement as in the model the view's percentiles lie below fortio's.
-The two validations' errors agree only as far as the model puts the time in the right places: with the lab model
-fitted on this machine (2026-11-27, measurements/lab-tracing-2026-11-27) the view's p50 was predicted 1.72 ms
-against 0.82 ms in Envoy's histogram, while fortio's p50 was predicted 2.07 against 1.58 ms: the fit gives the
-sidecars time that lies outside them (the test prints both). On a busy machine the sidecar's view was 0.94 ms
-against 2.11 ms by fortio at 200 rps on 2 connections, 13.8 against 33.4 ms while the machine was saturated.
+Envoy records whole milliseconds (truncated), so each of its percentiles is known to a 1 ms interval and compared
+as that interval's middle. Measured with the lab model fitted on this machine (2026-11-27,
+measurements/lab-tracing-2026-11-27), 200 rps on 4 connections: the client sidecar's p50 in [1, 2) ms, 1.59
+predicted; fortio's 1.64 ms, 2.07 predicted (the test prints both).
 """
 
 from __future__ import annotations

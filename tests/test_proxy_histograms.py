@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from meshsim.calibrate.measure.lab import proxy_histograms
-from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket, bucket_quantile
+from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket, BucketQuantile, bucket_quantile, whole_units
 from meshsim.calibrate.validation.validate import ReportOptions, validate
 from meshsim.calibrate.validation.validate_options import ValidateOptions
 from meshsim.errors import MeshsimError
@@ -80,7 +80,8 @@ def test_validate_compares_each_recorded_view_with_the_predicted_one(tmp_path: P
     run = next(r for r in json.loads(outcome.text)["runs"] if r["run"] == read_manifest(folder).id)
     assert set(run["proxy_latency_ms"]) == {"client/sidecar to s1"}
     p50 = run["proxy_latency_ms"]["client/sidecar to s1"]["p50"]
-    expected = bucket_quantile(0.5, views["client/sidecar to s1"])
+    expected = whole_units(bucket_quantile(0.5, views["client/sidecar to s1"]))  # Envoy's whole milliseconds
+    assert (expected.lower, expected.upper) == (3.0, 5.0)  # the bucket (2, 4] holds the recorded 3 and 4 ms
     assert p50["measured"] == pytest.approx(expected.value, rel=1e-4)
     assert p50["resolution"] == [expected.lower, expected.upper]
     # the predicted view lies inside the predicted caller's latency (a part of each request's span)
@@ -95,3 +96,20 @@ def test_a_broken_histogram_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(MeshsimError, match=f"{proxy_histograms.FILE_NAME}: not a proxy histogram file"):
         validate(ValidateOptions(MODEL, (SHIPPED / "chain-baseline", folder), replications=2, sim_duration_s=2.0),
                  ReportOptions(as_json=True))
+
+
+@pytest.mark.parametrize("lower, upper, interval", [
+    (0.0, 0.25, (0.0, 1.0)),  # the first bucket holds the requests recorded as 0 ms: under 1 ms
+    (0.75, 1.0, (1.0, 2.0)),  # recorded 1: 1 to 2 ms
+    (2.0, 2.5, None),  # no whole millisecond inside: as found
+    (10.0, 12.5, (11.0, 13.0)),
+    (25.0, math.inf, None),
+])
+def test_a_whole_millisecond_histogram_knows_each_percentile_to_its_integers(lower, upper, interval) -> None:
+    """Envoy truncates request times to whole milliseconds: a bucket's percentile lies among the integers it holds,
+    plus one millisecond."""
+    found = whole_units(BucketQuantile((lower + min(upper, 99.0)) / 2, lower, upper))
+    if interval is None:
+        assert (found.lower, found.upper) == (lower, upper)
+    else:
+        assert (found.lower, found.upper) == interval and found.value == sum(interval) / 2

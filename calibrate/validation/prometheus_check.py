@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf
+from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf, whole_units
 from meshsim.calibrate.measure.prometheus.prom_source import PrometheusSource
 from meshsim.calibrate.measure.prometheus.prom_window import PERCENTILES, WindowMeasure
 from meshsim.calibrate.validation.compare_metric import Metric
@@ -154,6 +154,8 @@ def window_comparison(window: WindowMeasure, pred: Mapping[str, Any], setup: str
     """The window as one compared run: percentiles from buckets (with their bounds) against ``view``'s (the
     caller's latency when None), rate, CPU, memory."""
     quantiles = {key: window.quantile(key) for key in PERCENTILES}
+    if window.metrics.whole_units:  # Envoy's whole milliseconds: each percentile known to [k, k + 1) ms
+        quantiles = {key: whole_units(q) for key, q in quantiles.items()}
     measured = {key: q.value for key, q in quantiles.items()} | {"max": math.nan}  # a histogram keeps no maximum
     compared = _view_prediction(pred, view) if view is not None else pred
     latency = predicted_latency(compared, measured, {key: (q.lower, q.upper) for key, q in quantiles.items()})

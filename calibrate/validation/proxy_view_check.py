@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab import proxy_histograms
-from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_quantile
+from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_quantile, whole_units
 from meshsim.calibrate.validation.compare_metric import Metric
 from meshsim.errors import MeshsimError
 
@@ -39,7 +39,7 @@ def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str,
             continue
         metrics = {}
         for key, q in VIEW_KEYS.items():
-            found = bucket_quantile(q, buckets)
+            found = whole_units(bucket_quantile(q, buckets))  # Envoy records whole milliseconds, truncated
             ci = intervals.get(view, {}).get(key)
             value = predicted[view].get(key)
             metrics[key] = Metric(found.value, float("nan") if value is None else float(value),

@@ -82,6 +82,22 @@ def bucket_quantile(q: float, buckets: Iterable[Bucket]) -> BucketQuantile:
     return BucketQuantile(start + (end - start) * share, start, end)
 
 
+def whole_units(found: BucketQuantile) -> BucketQuantile:
+    """A percentile of a histogram whose observations are whole units, truncated (Envoy times a request in whole
+    milliseconds: a 0.7 ms request is recorded as 0, a 1.3 ms one as 1): the bucket holds the recorded integers
+    from the first above its lower bound (0 in the first bucket) to its upper bound, so the true value lies in
+    [first, last + 1); the percentile is that interval's middle. A bucket without an integer, or an infinite one,
+    is kept as found."""
+    lower, upper = found.lower, found.upper
+    if not (math.isfinite(lower) and math.isfinite(upper)):
+        return found
+    first = 0 if lower <= 0 else math.floor(lower) + 1
+    last = math.floor(upper)
+    if first > last:
+        return found
+    return BucketQuantile((first + last + 1) / 2, float(first), float(last + 1))
+
+
 def bucket_cdf(buckets: Sequence[Bucket]) -> tuple[list[float], list[float]]:
     """(finite bounds, cumulative fraction at each): the measured CDF a histogram gives, for the report's plot."""
     b = _prepared(buckets)

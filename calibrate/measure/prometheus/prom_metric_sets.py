@@ -37,6 +37,9 @@ class MetricSet:
     naming: ComponentNaming = ContainerIsComponent()
     # cAdvisor's pod-level totals (container="") and pause containers ("POD") would count a pod twice
     containers: str = '{container!="",container!="POD"}'
+    # the histogram records whole units, truncated (Envoy's request times: whole milliseconds), so a percentile is
+    # known to the integers its bucket holds (prom_histogram.whole_units)
+    whole_units: bool = False
 
 
 METRIC_SETS: dict[str, MetricSet] = {
@@ -52,9 +55,10 @@ METRIC_SETS: dict[str, MetricSet] = {
     # the lab's plain Envoy: the entry listener's time (destination = the listener's stat prefix, ``outbound`` on
     # a client sidecar) or the time of one upstream cluster (destination = the cluster, ``to_server``)
     "envoy": MetricSet("envoy", "envoy_http_downstream_rq_total", "envoy_http_downstream_rq_time_bucket", 1.0,
-                       "workload", "envoy_http_conn_manager_prefix"),
+                       "workload", "envoy_http_conn_manager_prefix", whole_units=True),
     "envoy-upstream": MetricSet("envoy-upstream", "envoy_cluster_upstream_rq_total",
-                                "envoy_cluster_upstream_rq_time_bucket", 1.0, "workload", "envoy_cluster_name"),
+                                "envoy_cluster_upstream_rq_time_bucket", 1.0, "workload", "envoy_cluster_name",
+                                whole_units=True),
 }
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from meshsim.calibrate.measure.prometheus.prom_histogram import whole_units
 from meshsim.calibrate.measure.prometheus.prom_window import WindowMeasure
 from meshsim.calibrate.measure.summary_rows import CPU_COLUMNS, MEMORY_COLUMNS, MIB
 from meshsim.errors import MeshsimError
@@ -49,7 +50,10 @@ class RowMeaning:
 
 def window_row(window: WindowMeasure, meaning: RowMeaning) -> dict[str, str]:
     """The row for one window (every value as the pipeline's CSV holds it)."""
-    quantiles = {key: window.quantile(key).value * 1e3 for key in ("p50", "p90", "p99")}  # ms -> us
+    found = {key: window.quantile(key) for key in ("p50", "p90", "p99")}
+    if window.metrics.whole_units:  # Envoy's whole milliseconds: the middle of the interval each is known to
+        found = {key: whole_units(q) for key, q in found.items()}
+    quantiles = {key: q.value * 1e3 for key, q in found.items()}  # ms -> us
     sides = {"client/sidecar": meaning.client_container, "server/sidecar": meaning.server_container}
     row = {"StartTime": dt.datetime.fromtimestamp(window.end - window.window_s, dt.timezone.utc).isoformat(),
            "ActualDuration": f"{window.window_s:g}",
