@@ -29,8 +29,8 @@ def measured_views(run: Run) -> dict[str, list]:
 
 
 def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str, Metric]], list[str]]:
-    """Per view the run measured and the prediction has: p50/p90/p99 measured (in its bucket) and predicted; and a
-    note per view (its p50 and p99)."""
+    """Per view the run measured and the prediction has: p50/p90/p99 measured (in its 1 ms interval) and
+    predicted; and a note per view (its p50 and p99)."""
     predicted, intervals = pred.get("proxy_latency_ms") or {}, pred.get("proxy_latency_ci95_ms") or {}
     out: dict[str, dict[str, Metric]] = {}
     notes = []
@@ -46,6 +46,6 @@ def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str,
                                   tuple(ci) if ci and None not in ci else None, (found.lower, found.upper))
         out[view] = metrics
         notes.append(f"{view} (the proxy's own histogram, {buckets[-1].count:.0f} requests): " + ", ".join(
-            f"{key} {m.measured:.3g} ms in ({m.resolution[0]:g}, {m.resolution[1]:g}] measured, {m.predicted:.3g} "
+            f"{key} {m.measured:.3g} ms in [{m.resolution[0]:g}, {m.resolution[1]:g}) measured, {m.predicted:.3g} "
             f"predicted ({m.rel_error * 100:+.0f} %)" for key, m in metrics.items() if key != "p90"))
     return out, notes
