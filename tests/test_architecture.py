@@ -246,3 +246,24 @@ def test_test_names_are_unique_beside_the_modules() -> None:
     """tests/ is one flat folder of modules too: its helpers' names must not shadow a module of the tree."""
     names = Counter(path.name for path in _sized_files() if path.name not in ("__init__.py", "conftest.py"))
     assert not [n for n, k in names.items() if k > 1], names.most_common(5)
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A folder with an __init__.py under the code's rooms is a package setup.cfg must list (packages and
+    package_dir): an editable install finds it anyway, a wheel does not (validate --prometheus once failed to import
+    in a plain install)."""
+    import configparser
+
+    options = configparser.ConfigParser()
+    options.read(ROOT / "setup.cfg")
+    listed = set(options["options"]["packages"].split())
+    mapped = dict(line.split(" = ") for line in options["options"]["package_dir"].strip().splitlines())
+    for folder, package in FOLDERS.items():
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            name = ".".join([package, *parts])
+            assert name in listed, f"setup.cfg packages lacks {name}"
+            # setuptools finds a package's folder by its nearest ancestor in package_dir
+            ancestor = max((k for k in mapped if name == k or name.startswith(k + ".")), key=len)
+            folder_of = "/".join([mapped[ancestor], *name[len(ancestor) + 1:].split(".")]).rstrip("/")
+            assert folder_of == init.parent.relative_to(ROOT).as_posix(), f"setup.cfg package_dir: {name}"
