@@ -12,7 +12,7 @@ import pytest
 
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
 from meshsim.calibrate.measure.prometheus.prom_metric_sets import METRIC_SETS, selector
-from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning, append_rows, window_row
+from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning, append_rows, window_row, reporter_of
 from meshsim.calibrate.measure.prometheus.prom_window import WindowMeasure, parse_end, parse_window
 from meshsim.calibrate.measure.summary_rows import read_rows
 from meshsim.errors import MeshsimError
@@ -89,3 +89,13 @@ def test_bad_prometheus_flags_are_one_line(tmp_path, argv, message):
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert message in last and "Traceback" not in out.stderr
+
+
+def test_a_sidecar_windows_row_says_the_callers_sidecar_kept_it(tmp_path):
+    """Every shipped metric set is kept by the calling side's proxy: a row with sidecars on the path names the
+    client's sidecar as its reporter (the fit compares that sidecar's own view); a bypassed row names none."""
+    csv = tmp_path / "rows.csv"
+    for mode in ("none_mtls_baseline", "none_mtls_both"):
+        append_rows(csv, [window_row(_window(), RowMeaning(mode, 2, reporter=reporter_of(mode)))])
+    rows, _ = read_rows([csv])
+    assert [(r.path, r.reporter) for r in rows] == [("baseline", ""), ("both-sidecars", "client")]

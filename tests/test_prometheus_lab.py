@@ -373,6 +373,6 @@ def test_fit_from_two_prometheus_windows_predicts_the_sidecar_window(lab, measur
     _check_sources(yaml.safe_load(out.read_text()), base_row, sidecar_row)
     pred = _predict(out, float(sidecar_row["ActualQPS"]), "both")
     halves = _halves(url, start, end)
-    assert (base_row["Reporter"], sidecar_row["Reporter"]) == ("server", "client")
+    assert (base_row["Reporter"], sidecar_row["Reporter"]) == ("", "client")
     _check_latency(pred, sidecar_row, halves)
     _check_cpu(pred, sidecar_row, halves)

@@ -58,8 +58,8 @@ class SummaryRow:
     cpu_cores: Mapping[str, float] = field(default_factory=dict)
     memory_mb: Mapping[str, float] = field(default_factory=dict)
     measured: str = ""  # what measured the row, when it says (column Source: a Prometheus window and its server)
-    # the workload whose proxy timed the percentiles, when a proxy did (column Reporter: a Prometheus window of a
-    # sidecar's histogram); "" when the caller did (fortio's own percentiles, the pipeline's CSV)
+    # whose proxy timed the percentiles, in the row's roles ("client": the caller's sidecar), when a proxy did
+    # (column Reporter: a Prometheus window of a sidecar's histogram); "" when the caller did (fortio, the pipeline)
     reporter: str = ""
 
     @property

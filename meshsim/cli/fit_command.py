@@ -162,7 +162,7 @@ def _progress(msg: str) -> None:
 
 def _prometheus_row(args: argparse.Namespace) -> tuple[object, object, str]:
     """(PrometheusSource, RowMeaning, rows_out) from the flags; each missing one named."""
-    from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning
+    from meshsim.calibrate.measure.prometheus.prom_rows import RowMeaning, reporter_of
 
     for flag, value in (("--row-mode", args.row_mode), ("--connections", args.connections),
                         ("--rows-out", args.rows_out)):
@@ -170,5 +170,5 @@ def _prometheus_row(args: argparse.Namespace) -> tuple[object, object, str]:
             raise MeshsimError(f"--prometheus: give {flag}")
     source = source_of(args)
     meaning = RowMeaning(args.row_mode, args.connections, args.payload, args.client_container,
-                         args.server_container, reporter=args.source or "")
+                         args.server_container, reporter=reporter_of(args.row_mode))
     return source, meaning, args.rows_out

@@ -39,13 +39,20 @@ class RowMeaning:
     client_container: str = "client/sidecar"
     server_container: str = "server/sidecar"
     build: str = "prometheus"
-    reporter: str = ""  # the workload whose proxy's histogram the percentiles are ("": the caller's own)
+    reporter: str = ""  # whose proxy kept the histogram, in the row's roles (reporter_of); "": the caller's own
 
     def __post_init__(self) -> None:
         if self.connections < 1:
             raise MeshsimError(f"--connections: must be >= 1, got {self.connections}")
         if "_" in self.build or not self.build:
             raise MeshsimError(f"row build label {self.build!r}: must be non-empty, without '_'")
+
+
+def reporter_of(mode: str) -> str:
+    """Whose proxy kept a window's histogram, in a row's roles: every shipped metric set is the calling side's
+    proxy's (Istio's reporter="source", Linkerd's outbound, the source workload's Envoy), which a row with sidecars
+    on the path calls the client's sidecar; a row with the sidecars bypassed has no proxy on its path ("")."""
+    return "" if mode.endswith("_baseline") else "client"
 
 
 def window_row(window: WindowMeasure, meaning: RowMeaning) -> dict[str, str]:
