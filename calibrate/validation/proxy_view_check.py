@@ -47,5 +47,12 @@ def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str,
         out[view] = metrics
         notes.append(f"{view} (the proxy's own histogram, {buckets[-1].count:.0f} requests): " + ", ".join(
             f"{key} {m.measured:.3g} ms in [{m.resolution[0]:g}, {m.resolution[1]:g}) measured, {m.predicted:.3g} "
-            f"predicted ({m.rel_error * 100:+.0f} %)" for key, m in metrics.items() if key != "p90"))
+            f"predicted ({_judged(m)})" for key, m in metrics.items() if key != "p90"))
     return out, notes
+
+
+def _judged(m: Metric) -> str:
+    """A prediction inside the measured interval is as right as the histogram can tell; else its error against
+    the interval's middle."""
+    low, high = m.resolution or (float("nan"), float("nan"))
+    return "inside it" if low <= m.predicted < high else f"{m.rel_error * 100:+.0f} %"
