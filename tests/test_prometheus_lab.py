@@ -156,12 +156,10 @@ def test_prometheus_and_fortio_validations_of_one_run_agree(measured, repeated):
     assert "measured in bucket" in text and "reporting proxy's own view" in text
     for key in ("p50", "p90", "p99"):
         f, p = by_fortio["latency_ms"][key], by_prometheus["latency_ms"][key]
-        # The same answer, within the bucket resolution: the prediction's error in milliseconds by fortio lies among
-        # the errors the window's interval allows (predicted view minus either end), to the two predictions' CIs
-        # and fortio's repeatability (a second run of the same load: the host moves the client's own time).
-        # The spans differ by the client's own time and hop (fortio's minus the view's); the two validations agree
-        # exactly when the model places that part right, and a model that misplaced it by more than the interval
-        # fails here. (As relative errors they cannot agree: the view is shorter than what fortio times.)
+        # The same answer within the bucket resolution: fortio's error (ms) lies among the errors the window's
+        # interval allows (predicted view minus either end), to the predictions' CIs and fortio's repeatability (a
+        # second run). The spans differ by the client's own time and hop: a model that misplaced that part by more
+        # than the interval fails here. (Relative errors cannot agree: the view is shorter than fortio's time.)
         if held_rate:
             lower, upper = p["resolution"]
             slack = sum((c["ci95"][1] - c["ci95"][0]) / 2 for c in (f, p)) + abs(repeated[key] - f["measured"])

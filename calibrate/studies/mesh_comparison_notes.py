@@ -1,5 +1,5 @@
 """What the mesh-comparison study says beside its cells: the notes on units, roles and mechanisms, and the Little's-law
-check of what the benchmark's 96 connections can carry. Numbers in the notes are computed from the published tables,
+check of what the benchmark's connections can carry under either reading of its chart. Numbers in the notes are computed from the published tables,
 the fits and the run's own predictions, not copied by hand."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Any, Mapping
 from meshsim.catalog import load_mesh
 
 from meshsim.calibrate.measure.tables import load_table
-from meshsim.calibrate.studies.kinvolk_wrk2 import ASSUMPTIONS, BENCHMARK, CHART, mean_floor_ms
+from meshsim.calibrate.studies.kinvolk_wrk2 import ASSUMPTIONS, BENCHMARK, CHART, IN_ALL, mean_floor_ms
 from meshsim.calibrate.studies.mesh_comparison_cpu import BUSIEST, CPU_FIT_RPS, fit_proxy_cpu
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
 
 MESHES = ("istio", "linkerd", "traefik-mesh")
-MEMORY_DERIVED = ("derived: the model's memory is the base fitted at 50 rps plus wrk2's 96 connections, open at "
-                  "every rate, so it copies the fit column")
+MEMORY_DERIVED = ("derived: the model's memory is the base fitted at 50 rps plus the connections the proxy holds, "
+                  "nothing per request, so it follows from the fit column and the connections alone")
 CONTROL_NOTE = ("meshsim models the data plane only: no request passes through the control plane (istiod, Linkerd's "
                 "destination/identity, the Traefik Mesh controller), so its {what} is not predicted")
 
@@ -50,8 +50,9 @@ def cpu_fit_note(rps: float) -> str:
 
 
 def little_law(rps: float, model_means_ms: Mapping[str, float]) -> dict[str, Any]:
-    """The chart's connections at ``rps``: the largest mean latency they carry, the least mean the published
-    percentiles allow (kinvolk_wrk2.mean_floor_ms) and the model's 50 rps mean, as connections busy at ``rps``."""
+    """The connections of each reading of the chart at ``rps`` and the largest mean latency they carry, beside the
+    least mean the published percentiles allow (kinvolk_wrk2.mean_floor_ms) and the model's 50 rps mean, as
+    connections busy at ``rps``."""
     meshes = {}
     for mesh, mean in model_means_ms.items():
         floor = mean_floor_ms(published_column(mesh, rps), BENCHMARK.requests(rps))
@@ -59,8 +60,9 @@ def little_law(rps: float, model_means_ms: Mapping[str, float]) -> dict[str, Any
                         "published_connections_floor": round(rps * floor * 1e-3, 1),
                         f"model_mean_ms_at_{FIT_RPS:g}": mean,
                         "model_connections_needed": round(rps * mean * 1e-3, 1)}
-    return {"rps": rps, "connections": BENCHMARK.connections,
-            "max_mean_latency_ms": round(BENCHMARK.max_mean_latency_ms(rps), 2), "meshes": meshes}
+    readings = {name: {"connections": load.connections, "max_mean_latency_ms": round(load.max_mean_latency_ms(rps), 2)}
+                for name, load in (("per_url", BENCHMARK), ("in_all", IN_ALL))}
+    return {"rps": rps, "readings": readings, "meshes": meshes}
 
 
 def _inverted_tails(mesh: str, rps: float) -> list[tuple[float, float]]:
@@ -98,31 +100,33 @@ def _pass_note(utilisation: Mapping[str, Any]) -> str:
 def _what_if_sentence(extras: Mapping[str, Any]) -> str:
     column = extras.get("what_if_column")
     if not column:
-        return "extras.what_if_per_url_connections (full runs) gives"
-    return (f"with them the model carries every stage and its {column['cells']} latency cells at this rate have a "
-            f"median |error| of {100 * column['median_abs_error']:.1f} % (extras.what_if_per_url_connections), for")
+        return "the study's full run gives its cells (extras.what_if_connections_in_all)"
+    return (f"the model's {column['cells']} latency cells at this rate have a median |error| of "
+            f"{100 * column['median_abs_error']:.0f} % (extras.what_if_connections_in_all)")
 
 
 def _little_note(extras: Mapping[str, Any]) -> str:
-    law, achieved = extras["little_law"], extras["achieved_rps"]
+    law, needed = extras["little_law"], extras["wrk2_connections_needed"]
     rps, meshes = law["rps"], law["meshes"]
+    in_all, per_url = law["readings"]["in_all"], law["readings"]["per_url"]
     floors = ", ".join(f"{m} {v['published_mean_floor_ms']:.1f} ms" for m, v in meshes.items() if m in MESHES)
-    means = ", ".join(f"{m} {v[f'model_mean_ms_at_{FIT_RPS:g}']:.1f} ms ({v['model_connections_needed']:.0f} "
-                      "connections)" for m, v in meshes.items() if m in MESHES)
-    carried = ", ".join(f"{m} {achieved[f'{m}@{rps:g}']:.0f}" for m in MESHES)
-    return (f"{rps:g} rps: a wrk2 connection waits for its answer, so the chart's {law['connections']} connections "
-            f"carry {rps:g} rps only with a mean latency below {law['max_mean_latency_ms']:.1f} ms (Little's law). The "
-            f"published percentiles at {rps:g} rps allow a mean as low as {floors} (every request at the lowest value "
-            "its band between two printed percentiles allows, none below the median): the paper's column fits inside "
-            "96 connections only if most requests sat near the lower edge of each band. The model's means at 50 rps "
-            f"are {means}: with 96 connections the model carries {carried} rps, and a stage that falls behind its "
-            "schedule reports latencies, timed from the intended send, that grow with the run (to seconds over its "
-            "90 s). So the published 3500 rps numbers are at the edge of what 96 connections carry, and past it for a "
-            "distribution shaped like the 50 rps column: either the real latencies there were much less skewed, or "
-            "the benchmark held more requests in flight than the chart as read says. The study does not tune the "
-            "connections to the 3500 rps cells: the other reading of the chart is 96 connections to each instance's "
-            f"URL (960); {_what_if_sentence(extras)} that reading. No proxy is the bottleneck: no stage is saturated "
-            "(extras.saturated, extras.busiest_proxy_worker_utilisation).")
+    means = ", ".join(f"{m} {v[f'model_mean_ms_at_{FIT_RPS:g}']:.1f} ms" for m, v in meshes.items() if m in MESHES)
+    demand = ", ".join(f"{v['model_connections_needed']:.0f}" for m, v in meshes.items() if m in MESHES)
+    busy = ", ".join(f"{m} {needed[f'{m}@{rps:g}']:.0f}" for m in MESHES)
+    return (f"Connections at {rps:g} rps: a wrk2 connection waits for its answer, so n connections carry {rps:g} rps "
+            f"only with a mean latency below n / {rps:g} (Little's law). The chart's -c 96 does not say whether the "
+            f"fork opens it to each of the 10 URLs ({per_url['connections']} connections, a mean below "
+            f"{per_url['max_mean_latency_ms']:.0f} ms) or in all ({in_all['connections']}, below "
+            f"{in_all['max_mean_latency_ms']:.1f} ms). The paper's {rps:g} rps percentiles repeat its 50 rps ones, "
+            f"whose distribution the fit reproduces with means of {means} ({demand} connections busy at {rps:g} rps); "
+            "wrk2 times a request from "
+            "its intended send, so a stage short of connections prints latencies growing to seconds over its 90 s, "
+            "which the paper does not. With 96 in all its column fits only if most requests sat at the lower edge of "
+            f"each band between two printed percentiles (least means {floors}): a shape unlike every other column "
+            f"of the paper. The study therefore reads -c per URL (an assumption, kinvolk_wrk2.ASSUMPTIONS): the "
+            f"stages keep their schedule with {busy} connections busy at {rps:g} rps. The other reading is the "
+            f"what-if: with 96 connections in all {_what_if_sentence(extras)}, wrk2 falling behind. No proxy is the bottleneck under either: no "
+            "stage is saturated (extras.saturated, extras.busiest_proxy_worker_utilisation).")
 
 
 def _cpu_paragraph() -> str:
@@ -148,18 +152,23 @@ def notes(extras: Mapping[str, Any]) -> list[str]:
         _little_note(extras),
         "The baseline's p90/p99 narrow at 3500 rps in the paper (9.3/11.6 against 10.1/14.2 ms at 50 rps) while its "
         "p50 grows: busier nodes wake and schedule faster. The model has no such load dependence in its fitted hops "
-        "(one rate cannot identify it), so its baseline p90/p99 stay flat. With the 4 488 requests of a 50 rps stage "
-        "one lognormal hop cannot meet both the baseline's p99 and its maximum (emojivoto-study.yaml's hop source).",
+        "(one rate cannot identify it), so its baseline p90/p99 stay flat. With the "
+        f"{BENCHMARK.requests(FIT_RPS):,} ".replace(",", " ") + "requests of a 50 rps stage one lognormal hop cannot "
+        "meet both the baseline's p99 and its maximum (emojivoto-study.yaml's hop source).",
         _cpu_paragraph(),
         "Istio 1.11's Envoy 1.19 has one listening socket shared by its workers (connection_balance shared_listener), "
         "so wrk2's connections land on one worker of a sidecar; holding "
         f"{100 * load_mesh('istio-1.11').proxy.cpu_fraction:.2g} % of each pass it stays under 1 % busy at 3500 rps, "
         "so the balance does not move the cells.",
         "Memory: the paper's proxies grow with load (Linkerd 13.8 -> 26 MB, Traefik Mesh 43 -> 55 MB, Istio 216 -> "
-        "238 MB). The model's memory is base + per open connection + per request held; wrk2's 96 connections are "
-        "open at every rate and Envoy holds nothing measurable per request (lab-memory-2026-11-23), so it stays "
-        "flat: those cells copy the fit column and are role derived, not predicted; no source gives linkerd2-proxy's "
-        "or Traefik's per-connection or per-request memory (their growth is not fitted from the predicted cells).",
+        "238 MB). The model's memory is base + per open connection + per request held; Envoy holds nothing "
+        "measurable per request (lab-memory-2026-11-23), so those cells follow from the fitted base and the "
+        "connections and are role derived, not predicted. The model spreads each wrk2 connection's requests over "
+        "web's 10 replicas (a real connection stays on its instance's URL), so a web sidecar holds about half of "
+        "wrk2's 960 connections at 50 rps and all of them above, where a real one holds its instance's 96: Istio's "
+        "derived cells grow by the difference (the base fitted at 50 rps absorbs it there). No source gives "
+        "linkerd2-proxy's or Traefik's per-connection or per-request memory (their growth is not fitted from the "
+        "predicted cells).",
         "The issue's 140 s Linkerd prediction (`meshsim predict --topology emojivoto --mesh linkerd --rps 450`, open "
         "load): until 2026-11-25 the open load's 1000 connections each opened an mTLS session on Linkerd's single "
         "worker (1 ms of CPU per handshake on each side), so every replication began with about a second of queued "

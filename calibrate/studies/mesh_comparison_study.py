@@ -4,8 +4,9 @@ The paper ran the Kinvolk service-mesh-benchmark against 10 Emojivoto instances 
 50, 450 and 3500 rps, 5 repetitions per stage, without a mesh (baseline) and with Istio 1.11.4, Linkerd 2.11.1 and
 Traefik Mesh 1.4.4. It prints p50/p90/p99/p100 of each repetition (Tables 1-4, 7-10, 13-16), and the CPU (Tables 5,
 11, 17) and memory (Tables 6, 12, 18) of the data plane and the control plane. The load is the benchmark's wrk2 as its
-chart runs it (kinvolk_wrk2: 96 connections, 100 s, the calibration's first 10.24 s not printed), with what the
-chart does not say (threads, per-URL connections, the calibration) labelled as assumptions.
+chart runs it (kinvolk_wrk2: -c 96 to each of the 10 instances' URLs, 100 s, the calibration's first 12.4 s not
+printed), with what the chart does not say (threads, whether -c counts each URL's connections, the calibration)
+labelled as assumptions; the other reading (96 connections in all) is the study's what-if.
 
 What is fitted (role ``fit``): the 50 rps column, and the data-plane CPU at 3500 rps. The baseline's p50/p90/p99/p100
 give the network hops (models/topologies/emojivoto-study.yaml), each mesh's latency its pass time, its memory the
@@ -26,7 +27,7 @@ from meshsim.progress import Progress
 from meshsim.request import PredictOptions
 
 from meshsim.calibrate.measure.tables import load_table
-from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, Wrk2Run
+from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, IN_ALL, Wrk2Run
 from meshsim.calibrate.studies.mesh_comparison_cpu import CPU_FIT_RPS
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
 from meshsim.calibrate.studies.mesh_comparison_notes import (CONTROL_NOTE, MEMORY_DERIVED, cpu_fit_note, cpu_note,
@@ -40,10 +41,10 @@ MESH_MODELS = {"baseline": None, "istio": "istio-1.11", "linkerd": "linkerd-2.11
                "traefik-mesh": "traefik-mesh-1.4"}
 RATES = (50.0, 450.0, 3500.0)
 METRIC_OF = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "p100": "max_ms"}
-# the what-if (not cells): a wrk2 that opened the chart's -c 96 to each of the 10 instances' URLs
-PER_URL = Wrk2Run(connections=BENCHMARK.connections * 10)
-SHORT_MEASURED_S = {50.0: 4.0, 450.0: 2.0, 3500.0: 0.4}  # the test suite's runs: same cells, fewer requests
-SHORT_WARMUP_S = 0.5
+# The test suite's runs: same cells, fewer requests. A wrk2 connection sends once per connections / rps seconds (19.2
+# s at 50 rps with 960 connections), so a short stage records whole periods: each connection's sends once or twice.
+SHORT_PERIODS = {50.0: 1, 450.0: 1, 3500.0: 2}
+SHORT_WARMUP_S = 0.5  # after the last connection started (wrk2 connects a thread's connections 5 ms apart)
 SIDECAR_REPLICAS = 10
 # Full runs: a prediction stops adding replications after this many seconds (unless the study settings say), and at
 # 3500 rps two replications of about 314 000 requests each are enough for p99 and needed whole for the maximum.
@@ -54,11 +55,16 @@ def stage_options(mesh: str, rps: float, settings: StudySettings, load: Wrk2Run 
     model = MESH_MODELS[mesh]
     # a full stage is wrk2's run: its calibration is simulated and left out of the recorded window, as wrk2 resets
     # its histograms after it
-    warmup = SHORT_WARMUP_S if settings.short else load.calibration_s
-    duration = warmup + SHORT_MEASURED_S[rps] if settings.short else load.duration_s
+    warmup = load.stagger_s + SHORT_WARMUP_S if settings.short else load.calibration_s
+    duration = warmup + short_measured_s(rps, load) if settings.short else load.duration_s
     return PredictOptions(topology=TOPOLOGY, mesh=model or "none", scope="none" if model is None else "server",
                           rps=rps, load="wrk2", threads=load.threads, connections=load.connections,
                           duration_s=duration, warmup_s=warmup)
+
+
+def short_measured_s(rps: float, load: Wrk2Run = BENCHMARK) -> float:
+    """The recorded seconds of a short stage: whole periods of wrk2's connections."""
+    return SHORT_PERIODS[rps] * load.connections / rps
 
 
 def predict_stage(options: PredictOptions, settings: StudySettings, progress: Progress | None = None) -> Any:
@@ -185,7 +191,7 @@ class MeshComparisonStudy(Study):
         latency = load_table("paper001_latency")
         cells: list[Cell] = []
         extras: dict[str, Any] = {name: {} for name in STAGE_EXTRAS}
-        extras["what_if_per_url_connections"] = {}
+        extras["what_if_connections_in_all"] = {}
         for rps in RATES:
             for mesh in MESH_MODELS:
                 if progress:
@@ -196,10 +202,10 @@ class MeshComparisonStudy(Study):
                 if MESH_MODELS[mesh] is not None:
                     cells += _resource_cells(mesh, rps, prediction)
                 if not settings.short and rps == RATES[-1]:
-                    extras["what_if_per_url_connections"][mesh] = _what_if_per_url(mesh, settings, progress)
+                    extras["what_if_connections_in_all"][mesh] = what_if_in_all(mesh, settings, progress)
         top = RATES[-1]
-        if extras["what_if_per_url_connections"]:
-            extras["what_if_column"] = _what_if_column(extras["what_if_per_url_connections"])
+        if extras["what_if_connections_in_all"]:
+            extras["what_if_column"] = _what_if_column(extras["what_if_connections_in_all"])
         extras["little_law"] = little_law(top, {m: extras["mean_latency_ms"][f"{m}@{FIT_RPS:g}"] for m in MESH_MODELS})
         extras["within_twice_published_spread"] = {
             f"{c.condition['mesh']}@{top:g} {c.metric}": within_twice_spread(c) for c in cells
@@ -211,21 +217,22 @@ class MeshComparisonStudy(Study):
 def _load_settings(settings: StudySettings) -> dict[str, Any]:
     """wrk2's settings as the stages ran them (short runs: the test suite's, per rate)."""
     if settings.short:
-        return {"threads": BENCHMARK.threads, "connections": BENCHMARK.connections, "warmup_s": SHORT_WARMUP_S,
-                "duration_s": {f"{r:g}": SHORT_WARMUP_S + m for r, m in SHORT_MEASURED_S.items()}}
+        warmup = BENCHMARK.stagger_s + SHORT_WARMUP_S
+        return {"threads": BENCHMARK.threads, "connections": BENCHMARK.connections, "warmup_s": warmup,
+                "duration_s": {f"{r:g}": round(warmup + short_measured_s(r), 3) for r in RATES}}
     return {"threads": BENCHMARK.threads, "connections": BENCHMARK.connections, "warmup_s": BENCHMARK.calibration_s,
             "duration_s": BENCHMARK.duration_s, "measured_s": BENCHMARK.measured_s}
 
 
-def _what_if_per_url(mesh: str, settings: StudySettings, progress: Progress | None) -> dict[str, Any]:
-    """Not a cell: the top stage with the other reading of the chart, 96 connections to each instance's URL, with
-    each percentile's relative error against the paper's column (for the notes and the README, not the medians)."""
+def what_if_in_all(mesh: str, settings: StudySettings, progress: Progress | None = None) -> dict[str, Any]:
+    """Not a cell: the top stage with the other reading of the chart, 96 connections in all, with each percentile's
+    relative error against the paper's column (for the notes and the README, not the medians)."""
     rps = RATES[-1]
     if progress:
-        progress(f"{mesh} at {rps:g} rps with {PER_URL.connections} connections (what-if)")
-    prediction = predict_stage(stage_options(mesh, rps, settings, PER_URL), settings, progress)
+        progress(f"{mesh} at {rps:g} rps with {IN_ALL.connections} connections (what-if)")
+    prediction = predict_stage(stage_options(mesh, rps, settings, IN_ALL), settings, progress)
     published = published_column(mesh, rps)
-    out: dict[str, Any] = {"connections": PER_URL.connections, "achieved_rps": round(prediction.achieved_rps.value, 1),
+    out: dict[str, Any] = {"connections": IN_ALL.connections, "achieved_rps": round(prediction.achieved_rps.value, 1),
                            "mean_ms": round(prediction.latency["mean"].value * 1e3, 3), "error": {}}
     for pct, metric in METRIC_OF.items():
         out[metric] = round(predicted_latency_ms(prediction, metric)[0], 3)
