@@ -302,3 +302,30 @@ def test_one_host_overrides_spread_nodes():
     """meshsim validate's one-host view puts every replica on the host, spread list or not."""
     host = load_topology("emojivoto-study").on_one_host(2)
     assert {host.services["web"].node_of_replica(r) for r in range(10)} == {"host"}
+
+
+def test_every_top_rate_cell_outside_twice_the_spread_has_its_mechanism(result):
+    """Each 3500 rps latency cell outside twice the published spread is put to a mechanism its numbers show, and the
+    note names it; the rules themselves on cells with known answers."""
+    from meshsim.calibrate.studies.mesh_comparison_misses import MECHANISMS, miss_mechanisms
+    from meshsim.calibrate.studies.study_cells import Cell
+
+    within, outside = result.extras["within_twice_published_spread"], result.extras["outside_twice_published_spread"]
+    assert set(outside) == {k for k, v in within.items() if v is False}
+    assert set(outside.values()) <= set(MECHANISMS)
+    assert any(n.startswith("At 3500 rps") and "outside twice" in n for n in result.notes)
+
+    def cell(rps, metric, published, predicted, spread, role="predicted"):
+        return Cell("t", {"mesh": "m", "rps": rps, "percentile": metric[:-3]}, metric, published, predicted,
+                    role=role, published_spread=spread)
+
+    fits = [cell(50.0, m, 10.0, p, (9.9, 10.1), "fit") for m, p in (("p50_ms", 10.0), ("p90_ms", 11.0),
+                                                                   ("p99_ms", 10.0), ("max_ms", 10.0))]
+    top = [cell(3500.0, "p50_ms", 10.0, 10.05, (9.9, 10.1)),   # inside twice the spread: not listed
+           cell(3500.0, "p90_ms", 10.0, 11.0, (9.9, 10.1)),    # the fit's +10 % carried over
+           cell(3500.0, "p99_ms", 8.0, 10.0, (7.9, 8.1)),      # the paper's fell 20 % with load, the model's did not
+           cell(3500.0, "max_ms", 10.0, 15.0, (9.9, 10.1))]
+    below = [cell(3500.0, "max_ms", 10.0, 8.0, (9.9, 10.1))]  # a maximum predicted low is no stall coinciding
+    assert miss_mechanisms(fits + below, 3500.0, 50.0) == {"m@3500 max_ms": "unexplained"}
+    assert miss_mechanisms(fits + top, 3500.0, 50.0) == {"m@3500 p90_ms": "fit", "m@3500 p99_ms": "load",
+                                                         "m@3500 max_ms": "maximum"}

@@ -13,6 +13,7 @@ from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.kinvolk_wrk2 import ASSUMPTIONS, BENCHMARK, CHART, IN_ALL, mean_floor_ms
 from meshsim.calibrate.studies.mesh_comparison_cpu import BUSIEST, CPU_FIT_RPS, fit_proxy_cpu
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
+from meshsim.calibrate.studies.mesh_comparison_misses import misses_note
 
 MESHES = ("istio", "linkerd", "traefik-mesh")
 MEMORY_DERIVED = ("derived: the model's memory is the base fitted at 50 rps plus the connections the proxy holds, "
@@ -150,6 +151,7 @@ def notes(extras: Mapping[str, Any]) -> list[str]:
         "only (4).",
         _pass_note(extras["busiest_proxy_worker_utilisation"]),
         _little_note(extras),
+        misses_note(extras, extras["little_law"]["rps"]),
         "The baseline's p90/p99 narrow at 3500 rps in the paper (9.3/11.6 against 10.1/14.2 ms at 50 rps) while its "
         "p50 grows: busier nodes wake and schedule faster. The model has no such load dependence in its fitted hops "
         "(one rate cannot identify it), so its baseline p90/p99 stay flat. With the "

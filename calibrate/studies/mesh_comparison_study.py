@@ -30,6 +30,7 @@ from meshsim.calibrate.measure.tables import load_table
 from meshsim.calibrate.studies.kinvolk_wrk2 import BENCHMARK, IN_ALL, Wrk2Run
 from meshsim.calibrate.studies.mesh_comparison_cpu import CPU_FIT_RPS
 from meshsim.calibrate.studies.mesh_comparison_fit import FIT_RPS, published_column
+from meshsim.calibrate.studies.mesh_comparison_misses import miss_mechanisms
 from meshsim.calibrate.studies.mesh_comparison_notes import (CONTROL_NOTE, MEMORY_DERIVED, cpu_fit_note, cpu_note,
                                                              little_law, notes)
 from meshsim.calibrate.studies.study_catalog import Study, StudySettings, predicted_latency_ms
@@ -210,6 +211,7 @@ class MeshComparisonStudy(Study):
         extras["within_twice_published_spread"] = {
             f"{c.condition['mesh']}@{top:g} {c.metric}": within_twice_spread(c) for c in cells
             if c.role == "predicted" and c.condition["rps"] == top and c.predicted is not None}
+        extras["outside_twice_published_spread"] = miss_mechanisms(cells, top, FIT_RPS)
         return StudyResult(self.name, self.title, self.source, tuple(cells), tuple(notes(extras)),
                            {**settings.to_dict(), **_load_settings(settings)}, extras, COLUMNS)
 
