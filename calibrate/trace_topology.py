@@ -14,7 +14,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import yaml
@@ -27,6 +27,7 @@ from meshsim.calibrate.fit.observations import from_samples
 from meshsim.calibrate.measure.trace_calls import Invocation, TraceSet, trace_set
 from meshsim.calibrate.measure.trace_patterns import CallPattern, call_pattern
 from meshsim.calibrate.measure.trace_readers import TraceFile, read_trace_file
+from meshsim.calibrate.trace_cpu import CallCpu
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import ModelError
 from meshsim.outputs import write_file
@@ -34,12 +35,20 @@ from meshsim.topology import Call, Service, callees_first, topology_from_data
 
 MIN_FIT_SAMPLES = 30  # fewer own times than this are written as they are (an empirical distribution), not fitted
 EMPIRICAL_POINTS = 200  # quantiles written when no family fits
+BUSY_NOTE = 0.3  # a service whose own time, booked as CPU, keeps its core this busy at the traced rate gets a note
 RESOLUTION_S = 0.5e-6  # own times of 0 (below the exporters' microsecond resolution) count as half a microsecond
 ASSUMED_NETWORK = {  # used only when the traces hold too few client/server pairs to measure the hop
     "loopback": {"family": "lognormal", "median_ms": 0.015, "sigma": 0.3},
     "same_node": {"family": "lognormal", "median_ms": 0.04, "sigma": 0.3},
     "cross_node": {"family": "lognormal", "median_ms": 0.08, "sigma": 0.3},
 }
+
+
+class CpuSource(Protocol):
+    """Where each service's CPU per call comes from (calibrate/trace_cpu.py: given, or read from Prometheus)."""
+
+    def read(self, calls_per_s: Mapping[str, float], roots: Sequence[Invocation]
+             ) -> tuple[dict[str, CallCpu], list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -108,14 +117,47 @@ def _own_time_spec(service: str, invocations: Sequence[Invocation], where: str,
     return spec, notes + ([note] if note else [])
 
 
+def _split_own_time(service: str, invocations: Sequence[Invocation], where: str, families: Sequence[Family],
+                    cpu: CallCpu) -> tuple[list[dict[str, Any]], list[str]]:
+    """A service whose CPU per call is known: that CPU held on a core, the rest of its own time a delay."""
+    own = np.array([inv.own_time() for inv in invocations])
+    wait = np.maximum(own - cpu.seconds, RESOLUTION_S)
+    what = (f"own time (span minus its calls) of {len(own)} {service} spans less its CPU per call "
+            f"({cpu.seconds * 1e3:.4g} ms), {where}")
+    delay, note = _fitted_spec(wait, what, f"{service} waiting", families)
+    notes = [note] if note else []
+    median = float(np.median(own))
+    if cpu.seconds > median:
+        notes.append(f"{service}: CPU per call {cpu.seconds * 1e3:.4g} ms is above its median own time "
+                     f"{median * 1e3:.4g} ms in the traces (a CPU window that does not match the traces, or work off "
+                     "the traced path): its waiting is 0 for most calls")
+    compute = {"family": "deterministic", "value_ms": four_digits(cpu.seconds * 1e3), "source": cpu.source}
+    return [{"compute": compute}, {"delay": delay}], notes
+
+
+def _busy_note(service: str, invocations: Sequence[Invocation], calls_per_s: float) -> list[str]:
+    """Own time booked as CPU: a note when that keeps the service's one core busy at the traced rate."""
+    busy = calls_per_s * float(np.mean([inv.own_time() for inv in invocations]))
+    if busy < BUSY_NOTE:
+        return []
+    return [f"{service}: its own time is booked as CPU on 1 core, {100 * busy:.0f} % busy at the traced rate; if "
+            "it waits (I/O, locks, calls no span shows), give its CPU per call (--cpu-ms or --cpu-from-prometheus)"]
+
+
 def _median_bytes(values: Sequence[int | None]) -> int | None:
     present = [v for v in values if v is not None]
     return int(statistics.median(present)) if present else None
 
 
 def _service_data(pattern: CallPattern, invocations: Sequence[Invocation], where: str,
-                  families: Sequence[Family]) -> tuple[dict[str, Any], list[str]]:
-    compute, notes = _own_time_spec(pattern.service, invocations, where, families)
+                  families: Sequence[Family], cpu: CallCpu | None, calls_per_s: float
+                  ) -> tuple[dict[str, Any], list[str]]:
+    if cpu is None:
+        compute, notes = _own_time_spec(pattern.service, invocations, where, families)
+        own_steps = [{"compute": compute}]
+        notes += _busy_note(pattern.service, invocations, calls_per_s)
+    else:
+        own_steps, notes = _split_own_time(pattern.service, invocations, where, families, cpu)
     data: dict[str, Any] = {"replicas": 1, "cores": 1}
     sizes = []
     for key in ("request_bytes", "response_bytes"):
@@ -124,7 +166,7 @@ def _service_data(pattern: CallPattern, invocations: Sequence[Invocation], where
             data[key] = value
             sizes.append(f"{key} the median of the {sum(getattr(i, key) is not None for i in invocations)} spans "
                          "carrying it")
-    data["handler"] = [{"compute": compute}, *pattern.steps]
+    data["handler"] = [*own_steps, *pattern.steps]
     data["source"] = (f"{where}: {pattern.invocations} {pattern.service} invocations; "
                       + "; ".join(sizes + ["replicas and cores are not in traces: 1 each, set them from the "
                                            "deployment"]))
@@ -153,8 +195,16 @@ def _check_acyclic(patterns: Sequence[CallPattern], where: str) -> None:
     callees_first(services, where)  # a ModelError naming the cycle
 
 
-def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[Family] | None = None) -> DerivedTopology:
-    """Read the trace files and derive the topology (nothing written); ``families``: the candidates fitted."""
+def _calls_per_s(by_service: Mapping[str, Sequence[Invocation]], roots: Sequence[Invocation]) -> dict[str, float]:
+    """Each service's calls per second over the traces' span (the first trace's start to the last one's end)."""
+    span = max(r.end for r in roots) - min(r.start for r in roots)
+    return {s: len(invs) / span if span > 0 else 0.0 for s, invs in by_service.items()}
+
+
+def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[Family] | None = None,
+                    cpu: CpuSource | None = None) -> DerivedTopology:
+    """Read the trace files and derive the topology (nothing written); ``families``: the candidates fitted;
+    ``cpu``: where each service's CPU per call comes from (without it, its own time is booked as CPU)."""
     families = tuple(families or candidates(mixtures=False))
     files = tuple(read_trace_file(p) for p in paths)
     where = _where(files)
@@ -173,9 +223,13 @@ def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[F
     if entry_count < len(traces.roots):
         notes.append(f"{len(traces.roots) - entry_count} of {len(traces.roots)} traces start at another service "
                      f"than {entry} (their services are modelled, the entry is {entry})")
+    rates = _calls_per_s(by_service, traces.roots)
+    known, cpu_notes = cpu.read(rates, traces.roots) if cpu is not None else ({}, [])
+    notes += cpu_notes
     services = {}
     for p in patterns:
-        services[p.service], service_notes = _service_data(p, by_service[p.service], where, families)
+        services[p.service], service_notes = _service_data(p, by_service[p.service], where, families,
+                                                           known.get(p.service), rates[p.service])
         notes += service_notes
     network, network_notes = _network(traces, where, families)
     rate = _entry_rate([r for r in traces.roots if r.service == entry])

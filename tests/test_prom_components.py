@@ -6,9 +6,6 @@ scrapes cAdvisor-shaped series of known rates."""
 from __future__ import annotations
 
 import math
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import given, strategies as st
@@ -16,6 +13,7 @@ from hypothesis import given, strategies as st
 from meshsim.calibrate.measure.prometheus.prom_components import POD_RULES, ContainerIsComponent, PodWorkload, \
     by_component
 from meshsim.calibrate.measure.prometheus.prom_metric_sets import METRIC_SETS
+from cadvisor_exporter import CadvisorExporter
 
 ISTIO = METRIC_SETS["istio"].naming
 SAFE = "bcdfghjklmnpqrstvwxz2456789"
@@ -93,73 +91,18 @@ def test_an_unnamed_series_is_counted_in_the_validations_note():
     assert any(n.startswith("2 container series whose pod names no workload") and "debug/shell" in n for n in notes)
 
 
-# cores per (pod, container); "" is cAdvisor's pod-level total and "POD" the pause container: both left out
-RATES = {("reviews-v1-545db77b95-7xk2p", "istio-proxy"): 0.10, ("reviews-v1-545db77b95-7xk2p", "reviews"): 0.20,
-         ("reviews-v1-545db77b95-q9zz4", "istio-proxy"): 0.15, ("reviews-v1-545db77b95-q9zz4", "reviews"): 0.25,
-         ("reviews-v1-545db77b95-q9zz4", ""): 0.40, ("reviews-v1-545db77b95-q9zz4", "POD"): 0.01,
-         ("ratings-0", "istio-proxy"): 0.05, ("debug", "shell"): 0.02}
-
-
-def _cadvisor_exposition(t0: float) -> str:
-    """cAdvisor-shaped counters growing at RATES since ``t0``, a working set per container, and one Istio request
-    counter and histogram (the window needs traffic), in the text exposition format."""
-    elapsed = time.time() - t0
-    lines = ["# TYPE container_cpu_usage_seconds_total counter"]
-    lines += [f'container_cpu_usage_seconds_total{{namespace="default",pod="{pod}",container="{container}"}} '
-              f"{rate * elapsed:.6f}" for (pod, container), rate in RATES.items()]
-    lines += ["# TYPE container_memory_working_set_bytes gauge"]
-    lines += [f'container_memory_working_set_bytes{{namespace="default",pod="{pod}",container="{container}"}} '
-              f"{int(rate * 1e9)}" for (pod, container), rate in RATES.items()]
-    traffic = 'reporter="source",source_workload="productpage-v1",destination_workload="reviews-v1"'
-    lines += ["# TYPE istio_requests_total counter", f"istio_requests_total{{{traffic}}} {100 * elapsed:.3f}",
-              "# TYPE istio_request_duration_milliseconds histogram"]
-    lines += [f'istio_request_duration_milliseconds_bucket{{{traffic},le="{le}"}} {share * 100 * elapsed:.3f}'
-              for le, share in (("1", 0.5), ("5", 0.9), ("+Inf", 1.0))]
-    return "\n".join(lines) + "\n"
-
-
-class _Cadvisor:
-    """The exposition above on 127.0.0.1 (a free port) from a thread, until ``close``."""
-
-    def __init__(self) -> None:
-        t0 = time.time()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = _cadvisor_exposition(t0).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.mark.lab
 def test_a_real_prometheus_window_reads_cpu_and_memory_per_workload(tmp_path):
     """A real Prometheus scrapes cAdvisor-shaped series of known rates; the window's CPU is per workload and role,
     the two reviews-v1 pods summed, the pod total and the pause container left out, the debug pod counted apart."""
-    import json
-
     from prometheus_server import last_scrape, poll, real_prometheus
 
     from meshsim.calibrate.measure.prometheus.prom_api import PrometheusApi
     from meshsim.calibrate.measure.prometheus.prom_window import measure_window
 
-    exporter = _Cadvisor()
+    exporter = CadvisorExporter()
     try:
-        config = tmp_path / "prometheus.yml"
-        config.write_text(json.dumps({"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [
-            {"job_name": "kubelet", "static_configs": [{"targets": [f"127.0.0.1:{exporter.server.server_port}"]}]}]}))
+        config = exporter.scrape_config(tmp_path / "prometheus.yml")
         with real_prometheus(config, tmp_path, targets=1) as url:
             first = last_scrape(url)
             end = poll("five scrapes", lambda: (t := last_scrape(url)) > first + 4.5 and t)

@@ -9,7 +9,8 @@ import math
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
 from meshsim.calibrate.measure.prometheus.prom_metric_sets import METRIC_SETS
 from meshsim.calibrate.measure.prometheus.prom_window import WindowMeasure
-from meshsim.calibrate.validation.prometheus_check import model_workload, reporting_view, window_comparison
+from meshsim.calibrate.measure.prometheus.prom_components import model_workload
+from meshsim.calibrate.validation.prometheus_check import reporting_view, window_comparison
 
 SERVICES = {"productpage", "details", "reviews-v1", "reviews-v2", "reviews-v3", "ratings"}
 VIEWS = {"productpage/sidecar to details": {"p50": 1.0}, "productpage/sidecar to reviews-v1": {"p50": 2.0},

@@ -16,11 +16,11 @@ request to the response leaving it. So the histogram is compared with the predic
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
+from meshsim.calibrate.measure.prometheus.prom_components import model_workload
 from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_cdf, whole_units
 from meshsim.calibrate.measure.prometheus.prom_source import PrometheusSource
 from meshsim.calibrate.measure.prometheus.prom_window import PERCENTILES, WindowMeasure
@@ -72,18 +72,6 @@ class PrometheusPrediction:
                               payload_bytes=self.payload_bytes,
                               duration_s=min(window_s, self.sim_duration_s), replications=self.replications,
                               precision=None, seed=self.seed, **load)  # type: ignore[arg-type]
-
-
-VERSION_SUFFIX = re.compile(r"-v[0-9]+$")  # Kubernetes's convention for a workload's version (reviews-v1)
-
-
-def model_workload(workload: str, known: Iterable[str]) -> str:
-    """The model's name for a measured workload: the same name when the model has it, else the name without a
-    version suffix when the model has that (Bookinfo's productpage-v1 is the topology's productpage; its
-    reviews-v1, v2 and v3 are services of their own there)."""
-    names = set(known)
-    bare = VERSION_SUFFIX.sub("", workload)
-    return workload if workload in names or bare not in names else bare
 
 
 def _renamed(measured: Mapping[str, float], predicted: Mapping[str, Any]) -> dict[str, float]:

@@ -14,13 +14,18 @@ def add_source_flags(g: Any) -> None:
     g.add_argument("--prometheus", metavar="URL", help="Prometheus server, e.g. https://prometheus.example:9090; "
                    "credentials only from MESHSIM_PROMETHEUS_TOKEN (or _USERNAME and _PASSWORD) or "
                    "--prometheus-credentials")
-    g.add_argument("--window", metavar="DURATION", help="the window to read, in Prometheus's syntax (10m, 90s, 1h)")
-    g.add_argument("--end", metavar="TIME", help="the window's end: Unix seconds or ISO 8601 (default now)")
-    g.add_argument("--metrics", default="istio", help="the mesh's metric set: istio, linkerd, envoy (the entry "
-                   "listener's downstream time) or envoy-upstream (default %(default)s)")
+    add_window_flags(g, "the window to read, in Prometheus's syntax (10m, 90s, 1h)", "default now")
     g.add_argument("--source", metavar="WORKLOAD", help="the calling workload (the metric set's source label)")
     g.add_argument("--destination", metavar="WORKLOAD", help="the called workload (the metric set's destination "
                    "label)")
+
+
+def add_window_flags(g: Any, window_help: str, end_default: str) -> None:
+    """The window, metric set and credentials flags of a Prometheus read, on an argument group."""
+    g.add_argument("--window", metavar="DURATION", help=window_help)
+    g.add_argument("--end", metavar="TIME", help=f"the window's end: Unix seconds or ISO 8601 ({end_default})")
+    g.add_argument("--metrics", default="istio", help="the mesh's metric set: istio, linkerd, envoy (the entry "
+                   "listener's downstream time) or envoy-upstream (default %(default)s)")
     g.add_argument("--prometheus-credentials", metavar="FILE", help="YAML file with token: ..., or username: ... "
                    "and password: ...")
     g.add_argument("--prometheus-ca", metavar="FILE", help="a CA (PEM) to trust besides the system's")

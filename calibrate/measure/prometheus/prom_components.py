@@ -111,3 +111,15 @@ def by_component(naming: ComponentNaming, series: Iterable[tuple[Mapping[str, st
         else:
             totals[component] = totals.get(component, 0.0) + value
     return totals, tuple(sorted(unnamed))
+
+
+VERSION_SUFFIX = re.compile(r"-v[0-9]+$")  # Kubernetes's convention for a workload's version (reviews-v1)
+
+
+def model_workload(workload: str, known: Iterable[str]) -> str:
+    """The model's name for a measured workload: the same name when the model has it, else the name without a
+    version suffix when the model has that (Bookinfo's productpage-v1 is the topology's productpage; its
+    reviews-v1, v2 and v3 are services of their own there)."""
+    names = set(known)
+    bare = VERSION_SUFFIX.sub("", workload)
+    return workload if workload in names or bare not in names else bare

@@ -116,12 +116,17 @@ def measure_window(api: PrometheusApi, metrics: MetricSet, *, source: str | None
     rate = api.instant(f"sum(rate({metrics.requests}{traffic}{_range(window_s)}))", end)
     if not rate:
         raise MeshsimError(f"prometheus {api.url}: {_missing(api, metrics.requests, traffic, end, window_s)}")
-    cpu, unnamed = _per_component(api, metrics, f"sum by ({{by}}) (rate({metrics.cpu}{{sel}}{{rng}}))", end,
-                                  window_s)
+    cpu, unnamed = component_cpu(api, metrics, end, window_s)
     memory, _ = _per_component(api, metrics, f"max by ({{by}}) (avg_over_time({metrics.memory}{{sel}}{{rng}}))", end,
                                window_s)
     return WindowMeasure(api.url, metrics, traffic, end, window_s, counted, rate[0].value, tuple(buckets), cpu,
                          {k: v / 1e6 for k, v in memory.items()}, unnamed)
+
+
+def component_cpu(api: PrometheusApi, metrics: MetricSet, end: float, window_s: float
+                  ) -> tuple[dict[str, float], tuple[str, ...]]:
+    """Cores each component burned over the window (its containers' CPU counters' rate), and the unnamed series."""
+    return _per_component(api, metrics, f"sum by ({{by}}) (rate({metrics.cpu}{{sel}}{{rng}}))", end, window_s)
 
 
 def _per_component(api: PrometheusApi, metrics: MetricSet, template: str, end: float, window_s: float
