@@ -195,6 +195,16 @@ def _check_acyclic(patterns: Sequence[CallPattern], where: str) -> None:
     callees_first(services, where)  # a ModelError naming the cycle
 
 
+def _sidecar_own_time_note(by_service: Mapping[str, Sequence[Invocation]]) -> list[str]:
+    """Services known only by their inbound sidecar's spans: their own time holds that sidecar's passes too."""
+    fronted = sorted(s for s, invs in by_service.items() if any(inv.via_sidecar for inv in invs))
+    if not fronted:
+        return []
+    return [f"{len(fronted)} service(s) without spans of their own ({', '.join(fronted)}): their own time is their "
+            "inbound sidecar's span, so it holds that sidecar's passes, which a prediction with a sidecar mesh adds "
+            "again"]
+
+
 def _calls_per_s(by_service: Mapping[str, Sequence[Invocation]], roots: Sequence[Invocation]) -> dict[str, float]:
     """Each service's calls per second over the traces' span (the first trace's start to the last one's end)."""
     span = max(r.end for r in roots) - min(r.start for r in roots)
@@ -223,6 +233,7 @@ def derive_topology(paths: Sequence[str | Path], name: str, families: Sequence[F
     if entry_count < len(traces.roots):
         notes.append(f"{len(traces.roots) - entry_count} of {len(traces.roots)} traces start at another service "
                      f"than {entry} (their services are modelled, the entry is {entry})")
+    notes += _sidecar_own_time_note(by_service)
     rates = _calls_per_s(by_service, traces.roots)
     known, cpu_notes = cpu.read(rates, traces.roots) if cpu is not None else ({}, [])
     notes += cpu_notes

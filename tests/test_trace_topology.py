@@ -283,3 +283,7 @@ def test_sidecar_only_traces_stand_in_for_their_apps(tmp_path):
     derived = derive_topology([write([records], "zipkin", tmp_path / "t.json")], "t", LOGNORMAL)
     assert _graph(derived.data) == {"front": [("call", "db")], "db": []}
     assert derived.traces.proxy_spans == {"inbound": 80, "outbound": 40}
+    assert any(n.startswith("2 service(s) without spans of their own (db, front): their own time is their inbound "
+                            "sidecar's span") for n in derived.notes), derived.notes
+    assert not any("without spans of their own" in n for n in derive_topology(
+        [write(generate(SHOP, "front", 40, 50.0, seed=1), "zipkin", tmp_path / "apps.json")], "t", LOGNORMAL).notes)
