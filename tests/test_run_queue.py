@@ -3,10 +3,13 @@ pinned to one core each wait about as long as the other runs; a sleeping one wai
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +78,25 @@ def test_a_gone_process_reads_as_no_threads_and_the_slice_is_read_or_absent() ->
     slice_ms = run_queue.kernel_slice_ms()
     assert slice_ms is None or 0.05 < slice_ms < 100
     assert run_queue.run_files({}, 10, slice_ms) is None
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "measurements" / "lab-runqueue-2026-11-27" / "runs" / "chain3-c16-q700"
+
+
+def test_validate_sets_each_processes_measured_wait_beside_the_models(tmp_path: Path) -> None:
+    from meshsim.calibrate.measure.dataset import load_run
+    from meshsim.calibrate.validation.run_queue_check import run_queue_metrics
+    from meshsim.errors import MeshsimError
+
+    folder = sorted(p.parent for p in SHIPPED.glob("*/manifest.yaml"))[0]
+    measured = json.loads((folder / run_queue.FILE_NAME).read_text())["components"]
+    pred = {"cpu_wait_ms_per_request": {"s1/app": 0.2, "s1/sidecar": 0.3, "elsewhere": 1.0}}
+    metrics, notes = run_queue_metrics(load_run(folder), pred)
+    assert set(metrics) == {"s1/app", "s1/sidecar"}  # components both sides have
+    assert metrics["s1/app"].measured == measured["s1/app"]["wait_ms_per_request"] and metrics["s1/app"].predicted == 0.2
+    assert len(notes) == 1 and "kernel slice" in notes[0]
+    copy = tmp_path / "run"
+    shutil.copytree(folder, copy)
+    (copy / run_queue.FILE_NAME).write_text("{not json")
+    with pytest.raises(MeshsimError, match="run-queue.json: not a run-queue file"):
+        run_queue_metrics(load_run(copy), pred)
