@@ -284,6 +284,7 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
         s.get("run") for s in calibration.get("saturated_runs") or [] if isinstance(s, Mapping)}
     validation = Validation(str(model_path), name, [], include_fit_runs=options.include_fit_runs,
                             settings={"replications": options.replications, "sim_duration_s": options.sim_duration_s,
+                                      "run_queues": "per-core" if options.per_core_queues else "shared",
                                       "seed": options.seed, "topology": str(topology) if topology else "from manifests"})
     runs = _load(options.run_dirs, validation.skipped, report_progress)
     plans = []
@@ -291,7 +292,8 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
     for run in runs:
         try:
             plan, base_ids = replay(model_data, run, runs, topology=topo, sim_duration_s=options.sim_duration_s,
-                                   replications=options.replications, seed=options.seed, processes=options.processes)
+                                   replications=options.replications, seed=options.seed, processes=options.processes,
+                                   per_core_queues=options.per_core_queues)
         except CannotReplay as exc:
             validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
             report_progress(f"skipped {run.id}: {exc}")
