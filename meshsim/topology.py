@@ -117,6 +117,9 @@ class Topology:
     # cores of the nodes whose CPU is shared: every app, sidecar and proxy placed there competes for them
     node_cores: Mapping[str, float] = field(default_factory=dict)
     entry_rate: EntryRate | None = None
+    # Linux's per-CPU run queues on those nodes: a burst that finds no core idle queues on one core, chosen when it
+    # wakes, instead of taking whichever core frees first (sim/engine/stations.py NodeCores)
+    per_core_queues: bool = False
 
     def callees_first(self) -> list[str]:
         """Every service after the services it calls (the graph is acyclic: checked on load)."""
@@ -141,7 +144,7 @@ class Topology:
         services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
         return replace(self, services=services)
 
-    def on_one_host(self, cores: float) -> "Topology":
+    def on_one_host(self, cores: float, per_core_queues: bool = False) -> "Topology":
         """The lab: the client, every app and every proxy on one machine sharing its cores.
 
         Every CPU consumer of the topology lands on that host: app computes, proxy passes, the load generator's
@@ -149,7 +152,8 @@ class Topology:
         the host as one burst). The topology's own node declarations (``single``: client and server apart) give
         way."""
         services = {name: replace(svc, node="host", nodes=()) for name, svc in self.services.items()}
-        return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores})
+        return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores},
+                       per_core_queues=per_core_queues)
 
 
 # ---------------------------------------------------------------------------------------------------------------

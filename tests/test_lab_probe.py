@@ -100,6 +100,23 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
     assert 0 < p50 <= p99
     if mode == "sidecar":
         _check_proxy_histograms(result.folder, count + connections, p50)
+    _check_run_queue(result.folder, manifest.cpu_seconds, count)
+
+
+def _check_run_queue(folder: Path, cpu_seconds: dict[str, float], requests: int) -> None:
+    """Each lab process's threads' run-queue delay over the load is stored with the run: every component but the
+    load generator (started per load), its time on a core agreeing with its CPU clock (the schedstat window ends at
+    the load's end, the CPU clock's after it: within a few ms each, plus 20 %), and per request over fortio's count."""
+    from meshsim.calibrate.measure.lab.run_queue import FILE_KEY, FILE_NAME
+
+    assert read_manifest(folder).files[FILE_KEY] == FILE_NAME
+    data = json.loads((folder / FILE_NAME).read_text())
+    parts = data["components"]
+    assert set(parts) == set(cpu_seconds) - {"client/app"} and data["requests"] == requests
+    for name, part in parts.items():
+        assert part["timeslices"] > 0 and part["wait_s"] >= 0, (name, part)
+        assert part["run_s"] <= 1.2 * cpu_seconds[name] + 0.01, (name, part, cpu_seconds[name])
+        assert part["wait_ms_per_request"] == pytest.approx(part["wait_s"] * 1e3 / requests, rel=1e-3, abs=1e-5)
 
 
 CHAIN3_VIEWS = ("client/sidecar to s1", "s1/sidecar inbound", "s1/sidecar to s2", "s2/sidecar inbound",

@@ -30,6 +30,7 @@ from meshsim.calibrate.validation.column_accuracy import ColumnAccuracy, ScoredR
 from meshsim.calibrate.validation.compare_metric import Metric
 from meshsim.calibrate.validation.proxy_view_check import view_metrics
 from meshsim.calibrate.validation.replay import CannotReplay, replay
+from meshsim.calibrate.validation.run_queue_check import run_queue_metrics
 from meshsim.calibrate.validation.validate_options import LATENCY_KEYS, SUMMARY_KEYS, ValidateOptions
 from meshsim.progress import Progress
 
@@ -58,6 +59,8 @@ class RunComparison:
     payload_bytes: int | None = None
     # view -> p50/p90/p99 of a proxy's own histogram (lab runs that recorded them) beside the predicted view
     proxy_latency_ms: Mapping[str, Mapping[str, Metric]] = field(default_factory=dict)
+    # component -> run-queue ms per request, the kernel's (lab runs that recorded it) beside the model's core waits
+    run_queue_ms: Mapping[str, Metric] = field(default_factory=dict)
 
     def error(self, key: str) -> float:
         return self.achieved_rps.rel_error if key == "rps" else self.latency_ms[key].rel_error
@@ -85,7 +88,8 @@ class RunComparison:
             "predicted_saturation_rps": self.saturation_rps, "bottleneck": self.bottleneck,
             "predicted_time_breakdown_ms": dict(self.breakdown_ms), "notes": list(self.notes),
             "proxy_latency_ms": {view: {k: m.to_dict() for k, m in metrics.items()}
-                                 for view, metrics in self.proxy_latency_ms.items()}}
+                                 for view, metrics in self.proxy_latency_ms.items()},
+            "run_queue_ms_per_request": {k: m.to_dict() for k, m in self.run_queue_ms.items()}}
         if cdf:
             out["cdf"] = {"measured": {"ms": self.measured_cdf[0], "q": self.measured_cdf[1]},
                           "predicted": {"ms": self.predicted_cdf[0], "q": self.predicted_cdf[1]}}
@@ -219,11 +223,12 @@ def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str])
     status = "saturated" if run.status == "saturated" else "ok"
     notes = list(notes) + [f"run flagged saturated: {r}" for r in run.quality.reasons if status == "saturated"]
     views, view_notes = view_metrics(run, pred)
-    notes += view_notes + simulator_notes(pred)
+    waits, wait_notes = run_queue_metrics(run, pred)
+    notes += view_notes + wait_notes + simulator_notes(pred)
     return RunComparison(run.id, str(run.folder), role, status, setup, float(run.rps or 0),
                          run.result.num_threads, lat, achieved, cpu, pred.get("saturation_rps"),
                          pred.get("bottleneck", ""), measured_cdf(obs), predicted_cdf(pred), tuple(notes),
-                         dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes, views)
+                         dict(pred.get("time_breakdown_ms") or {}), s.payload_bytes, views, waits)
 
 
 def _load(run_dirs: Sequence[str | Path], skipped: list[str], progress: Progress) -> list[Run]:
@@ -279,6 +284,7 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
         s.get("run") for s in calibration.get("saturated_runs") or [] if isinstance(s, Mapping)}
     validation = Validation(str(model_path), name, [], include_fit_runs=options.include_fit_runs,
                             settings={"replications": options.replications, "sim_duration_s": options.sim_duration_s,
+                                      "run_queues": "per-core" if options.per_core_queues else "shared",
                                       "seed": options.seed, "topology": str(topology) if topology else "from manifests"})
     runs = _load(options.run_dirs, validation.skipped, report_progress)
     plans = []
@@ -286,7 +292,8 @@ def validate_runs(options: ValidateOptions, progress: Progress | None = None) ->
     for run in runs:
         try:
             plan, base_ids = replay(model_data, run, runs, topology=topo, sim_duration_s=options.sim_duration_s,
-                                   replications=options.replications, seed=options.seed, processes=options.processes)
+                                   replications=options.replications, seed=options.seed, processes=options.processes,
+                                   per_core_queues=options.per_core_queues)
         except CannotReplay as exc:
             validation.skipped.append(f"{run.id}: cannot be replayed: {exc}")
             report_progress(f"skipped {run.id}: {exc}")

@@ -4,28 +4,20 @@ puts a request's time, inside each proxy or outside it, which the caller's laten
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab import proxy_histograms
 from meshsim.calibrate.measure.prometheus.prom_histogram import bucket_quantile, whole_units
 from meshsim.calibrate.validation.compare_metric import Metric
-from meshsim.errors import MeshsimError
+from meshsim.calibrate.validation.run_extras import stored_json
 
 VIEW_KEYS = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 
 def measured_views(run: Run) -> dict[str, list]:
     """The run's proxy histograms by view ({} when the run has none: an older run, or no Envoy in the lab)."""
-    name = run.manifest.files.get(proxy_histograms.FILE_KEY)
-    if name is None:
-        return {}
-    path = run.folder / name
-    try:
-        return proxy_histograms.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MeshsimError(f"{path}: not a proxy histogram file ({exc})") from None
+    return stored_json(run, proxy_histograms.FILE_KEY, "a proxy histogram file", proxy_histograms.from_json) or {}
 
 
 def view_metrics(run: Run, pred: Mapping[str, Any]) -> tuple[dict[str, dict[str, Metric]], list[str]]:

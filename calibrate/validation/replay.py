@@ -203,6 +203,7 @@ class ReplaySettings:
     replications: int = 1
     seed: int = 1
     processes: int | None = None
+    per_core_queues: bool = False  # a lab host's cores with per-CPU run queues (Topology.per_core_queues)
 
 
 def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run], override: Topology | None,
@@ -293,19 +294,19 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
     return _SPLITS[key]
 
 
-def on_one_host(topology: Topology, cores: float) -> Topology:
+def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False) -> Topology:
     """The lab: every process on one machine sharing its cores (:meth:`meshsim.topology.Topology.on_one_host`)."""
-    return topology.on_one_host(cores)
+    return topology.on_one_host(cores, per_core_queues)
 
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
            topology: Topology | None, sim_duration_s: float, replications: int, seed: int,
-           processes: int | None) -> tuple[Replay, tuple[str, ...]]:
+           processes: int | None, per_core_queues: bool = False) -> tuple[Replay, tuple[str, ...]]:
     """How to simulate ``run``, and the ids of the baseline runs its topology was derived from; raises CannotReplay
     with the reason when it cannot be."""
     if not run.rps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
-    settings = ReplaySettings(sim_duration_s, replications, seed, processes)
+    settings = ReplaySettings(sim_duration_s, replications, seed, processes, per_core_queues)
     topo, base_ids, notes = topology_for(model, run, runs, topology, settings)
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
     return Replay(replay_options(model, run, topo, derived, notes, settings), tuple(notes)), base_ids
@@ -324,7 +325,7 @@ def replay_options(model: Mapping[str, Any], run: Run, topo: Topology, derived: 
             notes.append(f"saturated lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores "
                          f"during it (where.host_load): the lab's processes share the {left:.2f} they left")
             cores = left
-        topo = on_one_host(topo, cores)
+        topo = on_one_host(topo, cores, settings.per_core_queues)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
     duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
     if duration > settings.sim_duration_s:

@@ -26,6 +26,7 @@ class ValidateOptions:
     sim_duration_s: float = 20.0
     seed: int = 1
     processes: int | None = None
+    per_core_queues: bool = False  # a lab host's cores with Linux's per-CPU run queues (NodeCores)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run_dirs", tuple(self.run_dirs))

@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--sim-duration", type=float, metavar="S",
                    help="cap on the simulated seconds per replication (default 20)")
     p.add_argument("--seed", type=int, help="(default 1)")
+    p.add_argument("--run-queues", choices=("shared", "per-core"), help="a lab host's cores: one run queue for all "
+                   "(default), or Linux's per-CPU run queues (a burst that finds no core idle waits on one core)")
     p.set_defaults(handler=run)
 
 
@@ -66,7 +68,7 @@ def run_prometheus(args: argparse.Namespace) -> int:
     from meshsim.calibrate.validation.validate_options import ReportOptions
 
     for flag, value in {"RUN_DIR": args.run_dirs, "--rows": args.rows, "--by": args.by,
-                        "--include-fit-runs": args.include_fit_runs}.items():
+                        "--include-fit-runs": args.include_fit_runs, "--run-queues": args.run_queues}.items():
         if value:
             raise MeshsimError(f"--prometheus: {flag} does not apply to a Prometheus window")
     if args.topology is None:
@@ -101,7 +103,7 @@ def run_rows(args: argparse.Namespace) -> int:
 
     given = {"RUN_DIR": args.run_dirs, "--topology": args.topology, "--html": args.html,
              "--fail-above": args.fail_above, "--replications": args.replications,
-             "--sim-duration": args.sim_duration, "--seed": args.seed}
+             "--sim-duration": args.sim_duration, "--seed": args.seed, "--run-queues": args.run_queues}
     for flag, value in given.items():
         if value:
             raise MeshsimError(f"--rows: {flag} does not apply to summary rows (they are replayed with the settings "
@@ -131,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
                               include_fit_runs=args.include_fit_runs,
                               replications=4 if args.replications is None else args.replications,
                               sim_duration_s=20.0 if args.sim_duration is None else args.sim_duration,
-                              seed=1 if args.seed is None else args.seed)
+                              seed=1 if args.seed is None else args.seed,
+                              per_core_queues=args.run_queues == "per-core")
     outcome = validate(options, report, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print_result(outcome.text)
     for line in outcome.failures:

@@ -108,6 +108,7 @@ def component_usage(system: System, window: float) -> dict[str, ComponentUsage]:
         u.capacity_cores += station.capacity
         u.instances += 1
         u.jobs += station.jobs
+        u.cpu_waited += station.cpu_waited
         if station.idle_gaps is not None:
             gaps = np.asarray(station.idle_gaps)
             u.idle_gaps = gaps if u.idle_gaps is None else np.concatenate([u.idle_gaps, gaps])

@@ -40,6 +40,7 @@ class ComponentUsage:
     connections: int = 0
     instances: int = 0
     jobs: int = 0
+    cpu_waited: float = 0.0  # seconds its jobs on a request's path waited for the node's cores or the quota
     idle_gaps: np.ndarray | None = None  # with observe_gaps: every job's worker idle gap, all instances
     idle_cores: float = 0.0  # CPU of the component's proxies with no traffic (their idle_cores), all instances
     # view -> histogram of the latencies the component's proxies themselves record, all instances

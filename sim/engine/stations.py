@@ -73,9 +73,14 @@ class NodeCores:
     booked intervals and a booking takes the earliest gap that fits; booked in time order, this is exactly the
     Kiefer-Wolfowitz c-server FCFS queue. A fractional core count (``cores: 1.5``) is ceil(cores) cores each running
     at cores/ceil(cores) speed: the same capacity.
+
+    With ``per_core_queues`` (Linux's per-CPU run queues) a burst that finds no core idle is queued on one core chosen
+    at its wake-up, which cannot know which core frees first: the next core in turn (a deterministic stand-in for the
+    kernel's choice between the wakee's previous core and the waker's). It waits there even when another core frees
+    sooner: the measured kernel placed woken threads so (measurements/lab-runqueue-2026-11-27).
     """
 
-    def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0, per_core_queues: bool = False) -> None:
         if not cores > 0:
             raise ValueError(f"a node needs cores > 0, got {cores}")
         n = math.ceil(cores)
@@ -90,6 +95,7 @@ class NodeCores:
         self.clock = clock  # the simulation's now: intervals that ended before it are forgotten
         self.recording = False  # while on, bookings add to busy (System.set_recording: the measurement window)
         self.busy = 0.0  # core-seconds booked while recording, in units of the ceil(cores) cores
+        self.turn = 0 if per_core_queues else -1  # per-core queues: the core the next queued burst goes to
 
     def utilization(self, window: float) -> float:
         """The share of the node's capacity the bookings of a ``window`` seconds long measurement took."""
@@ -125,7 +131,11 @@ class NodeCores:
         """Every core has work booked past ``start``: the earliest gap that fits on any core."""
         best_begin, best_core, best_index = math.inf, 0, 0
         floors, all_starts, all_ends = self.floor, self.starts, self.ends
-        for core in range(len(floors)):
+        cores = range(len(floors))
+        if self.turn >= 0:  # per-core run queues: the one core this burst is queued on
+            cores = range(self.turn, self.turn + 1)
+            self.turn = (self.turn + 1) % len(floors)
+        for core in cores:
             floor, starts, ends = floors[core], all_starts[core], all_ends[core]
             t = start if start > floor else floor
             index = bisect_right(ends, t)

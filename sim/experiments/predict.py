@@ -70,6 +70,8 @@ class Prediction:
     transient: TransientCut | None = None  # what the latencies leave out at each replication's start
     # "COMPONENT VIEW" -> p50/p90/p99/mean of the latency that proxy itself records (sim/experiments/proxy_latency.py)
     proxy_latency: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+    # component -> seconds per request its jobs waited for the node's cores or the CPU quota (the kernel's run queue)
+    cpu_wait: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def ms(x: float) -> float | None:
@@ -99,6 +101,7 @@ class Prediction:
             "time_breakdown_ms": {k: round(v / MS, 6) for k, v in self.breakdown.items()},
             "wire_bytes_per_request": {k: round(v, 2) for k, v in self.wire_bytes.items()},
             "idle_cores": {k: round(v, 6) for k, v in self.idle_cores.items()},
+            "cpu_wait_ms_per_request": {k: round(v / MS, 6) for k, v in self.cpu_wait.items()},
             "timeseries": self.timeseries.to_dict() if self.timeseries is not None else None,
             "warmup": self.transient.to_dict() if self.transient is not None else None,
             "warnings": list(self.warnings),
@@ -340,7 +343,13 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     return Prediction(latency, achieved, cpu, util, memory, bottleneck, saturation, saturated, in_flight,
                       len(results), int(sum(r.completed for r in results)), levels, cdf, inputs, tuple(warnings),
                       time.perf_counter() - started, breakdown, held, wire, idle, series, cut,
-                      proxy_latency(results))
+                      proxy_latency(results), _cpu_waits(results, components))
+
+
+def _cpu_waits(results: list[ReplicationResult], components: list[str]) -> dict[str, float]:
+    """Per component: seconds per request started in the window that its jobs waited for cores or a quota."""
+    return {c: max(0.0, float(np.mean([r.usage[c].cpu_waited / max(r.started, 1) for r in results if c in r.usage])))
+            for c in components}
 
 
 def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horizon: Horizon,

@@ -346,8 +346,9 @@ def node_arrays(lowering: Lowering) -> tuple:
     n = max(len(cores), 1)
     width = max((len(c.last) for c in cores), default=1)
     ncores = np.array([len(c.last) for c in cores] or [0], dtype=np.int64)
-    slowdown = np.zeros((n, 2))  # per node: K.SLOW_FACTOR, K.SLOW_BUSY
+    slowdown = np.zeros((n, 3))  # per node: K.SLOW_FACTOR, K.SLOW_BUSY, K.SLOW_TURN
     slowdown[:, K.SLOW_FACTOR] = [c.slowdown for c in cores] or [1.0]
+    slowdown[:, K.SLOW_TURN] = [c.turn for c in cores] or [-1.0]
     rows = n * width  # one row per (node, core): its last end, its floor, its intervals (kernels' CORE_*)
     core_rows = np.zeros((rows, K.CORE_WIDTH))
     core_rows[:, K.CORE_LAST] = -np.inf

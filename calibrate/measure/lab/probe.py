@@ -16,7 +16,6 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -25,12 +24,12 @@ from meshsim.errors import FieldError, Interrupted, RunFailed
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 from meshsim.calibrate.measure.lab.binaries import find_binary
 
-from meshsim.calibrate.measure.lab.envoy_config import ZIPKIN_FLUSH_MS
 from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
-from meshsim.calibrate.measure.lab import proxy_histograms
+from meshsim.calibrate.measure.lab import proxy_histograms, run_queue
+from meshsim.calibrate.measure.lab.span_count import collector_spans, wait_for_span_export
 from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
 from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
@@ -161,6 +160,15 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
                      max(peak.samples.get("fortio", ()), default=None))
 
 
+def _pids(state: LabState) -> dict[str, int]:
+    return {p.name: p.pid for p in state.processes}
+
+
+def _requests(result: Mapping[str, Any]) -> int:
+    """The requests fortio timed (its warm-up calls excluded)."""
+    return int(result["DurationHistogram"]["Count"])
+
+
 def _cpu_snapshot(state: LabState) -> dict[str, float | None]:
     return {p.name: cpu_seconds_of(p.pid) for p in state.processes}
 
@@ -171,28 +179,6 @@ def _check_processes(state: LabState, when: str) -> None:
         names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped)
         raise RunFailed(f"lab probe: {when}: not running: {names}; the lab is broken, nothing stored "
                         f"(meshsim lab down, then up again)")
-
-
-def collector_spans(state: LabState) -> int | None:
-    if state.collector_port is None:
-        return None
-    with urllib.request.urlopen(f"http://127.0.0.1:{state.collector_port}/stats", timeout=2) as resp:  # noqa: S310
-        return int(json.load(resp)["spans"])
-
-
-def _wait_for_span_export(state: LabState, limit_s: float = 5.0) -> None:
-    """Span export finishes after the last response: wait until the count holds still for longer than a flush
-    interval (a last batch smaller than the flush size waits for the reporter's timer)."""
-    settle_s = ZIPKIN_FLUSH_MS / 1000 + 0.3
-    time.sleep(settle_s)
-    deadline = time.monotonic() + limit_s
-    last = collector_spans(state)
-    while time.monotonic() < deadline:
-        time.sleep(settle_s)
-        now = collector_spans(state)
-        if now == last:
-            return
-        last = now
 
 
 def machine_where(state: LabState) -> dict[str, Any]:
@@ -267,7 +253,7 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
         notes.append(f"leaf apps set to wait {settings.leaf_delay_ms:g} ms per request (fortio echo delay)")
     if state.trace_query_port is not None:
         notes.append(f"spans sent to jaeger, query API http://127.0.0.1:{state.trace_query_port}/api/traces")
-    done = int(result["DurationHistogram"]["Count"])
+    done = _requests(result)
     if spans is not None:
         calls = done + settings.connections  # + fortio's warm-up calls
         notes.append(f"collector received {spans} spans for {calls} requests (incl. warm-up)")
@@ -303,6 +289,14 @@ def _histograms_after(state: LabState, before: proxy_histograms.Snapshot,
     return proxy_histograms.over_load(before, _histograms(state))
 
 
+def _extra_files(histograms: Mapping[str, list[Bucket]], waited: Mapping[str, run_queue.ThreadSched],
+                 result: Mapping[str, Any]) -> dict[str, tuple[str, bytes]] | None:
+    """The run folder's files beside fortio's: the Envoys' histograms and the processes' run-queue delays."""
+    extra = {**(proxy_histograms.run_files(histograms) or {}),
+             **(run_queue.run_files(waited, _requests(result), run_queue.kernel_slice_ms()) or {})}
+    return extra or None
+
+
 def _free_folder(out_dir: Path, run_id: str) -> Path:
     """``out_dir/run_id``, or with a suffix -2, -3 ... when a run of that id is already stored."""
     folder = out_dir / run_id
@@ -327,18 +321,19 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             ledger.add_temp_dir(work)
         started = time.time()
         host_before = host_seconds()
-        cpu_before = _cpu_snapshot(state)
+        cpu_before, sched_before = _cpu_snapshot(state), run_queue.snapshot(_pids(state))
         histograms_before = _histograms(state)
-        sampler = RssSampler({p.name: p.pid for p in state.processes}).start()
+        sampler = RssSampler(_pids(state)).start()
         try:
             run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
                              ledger=ledger)
             rss_samples = sampler.stop()  # the load is over: later samples would be of the idle lab
             # the host's load over the load alone: while spans are exported the idle lab leaves the cores to others
             at_load_end = (host_seconds(), _cpu_snapshot(state), time.time() - started)
+            waited = run_queue.over_load(sched_before, run_queue.snapshot(_pids(state)), component_of)
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
-                _wait_for_span_export(state)
+                wait_for_span_export(state)
             histograms = _histograms_after(state, histograms_before, started + at_load_end[2])
         except KeyboardInterrupt:
             raise Interrupted("lab probe interrupted; nothing stored for this run") from None
@@ -390,5 +385,5 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         folder = _free_folder(out_dir, manifest.id)
         # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
         raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
-        write_run(folder, manifest, raw, access if access.exists() else None, proxy_histograms.run_files(histograms))
+        write_run(folder, manifest, raw, access if access.exists() else None, _extra_files(histograms, waited, result))
     return ProbeResult(folder, manifest, result)
