@@ -75,8 +75,8 @@ def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section.has("max_ms"):
         raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
                          "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
-    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "source", "fit",
-                             "note"))
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "source",
+                             "linger_source", "fit", "note"))
     if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
         raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
                          "resume_cpu_ms)")
