@@ -129,6 +129,10 @@ class LogNormal(Distribution):
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
         return _scipy_stats().lognorm.cdf(x, self.sigma, scale=math.exp(self.mu))
 
+    def quantile(self, q: float) -> float:
+        # closed form: the bisection starts from the mean, which overflows for the huge sigmas a fitter may try
+        return float(_scipy_stats().lognorm.ppf(q, self.sigma, scale=math.exp(self.mu)))
+
     def _spec(self) -> dict[str, Any]:
         return {"family": "lognormal", "median_ms": math.exp(self.mu) / MS, "sigma": self.sigma}
 

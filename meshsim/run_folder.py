@@ -72,6 +72,8 @@ class RunManifest:
     load: LoadSettings
     cpu_seconds: Mapping[str, float] = field(default_factory=dict)
     memory_mb: Mapping[str, float] = field(default_factory=dict)
+    # per component: how often its worker threads slept (voluntary context switches) over the CPU window
+    sleeps: Mapping[str, float] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=lambda: {"result": "fortio.json"})
     status: str = "ok"
     notes: str = ""
@@ -82,6 +84,9 @@ class RunManifest:
         data["where"] = dict(self.where)
         data["cpu_seconds"] = dict(self.cpu_seconds)
         data["memory_mb"] = dict(self.memory_mb)
+        data["sleeps"] = dict(self.sleeps)
+        if not self.sleeps:  # runs that did not count them keep their manifests as they were
+            del data["sleeps"]
         data["files"] = dict(self.files)
         return {"schema": SCHEMA, **data}
 
@@ -162,10 +167,10 @@ def _check_types(m: RunManifest, where: str) -> None:
         if not _kind_ok(obj, kind):
             expected = {"text": "text", "bool": "true or false", "int": "an integer", "number": "a finite number"}
             raise _fail(where, key, f"expected {expected[kind.rstrip('?')]}, got {obj!r}")
-    for section in ("where", "cpu_seconds", "memory_mb", "files"):
+    for section in ("where", "cpu_seconds", "memory_mb", "sleeps", "files"):
         if not isinstance(getattr(m, section), Mapping):
             raise _fail(where, section, f"expected a mapping, got {getattr(m, section)!r}")
-    for section in ("cpu_seconds", "memory_mb"):
+    for section in ("cpu_seconds", "memory_mb", "sleeps"):
         for name, value in getattr(m, section).items():
             if not _kind_ok(value, "number") or value < 0:
                 raise _fail(where, f"{section}.{name}", f"must be a finite number >= 0, got {value!r}")

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 
 from meshsim.distributions import MS
+
+US = 1e-6
 from meshsim.errors import ModelError
 from meshsim.yamlio import Section
 
@@ -32,6 +34,13 @@ class WakeUp:
     the idle time before a deep sleep is concentrated near tau, as when the kernel's idle governor enters a deep
     state only once a core has been idle past that state's target residency (a one-connection run's short gaps
     then almost never wake cold, a burst's long ones nearly always do).
+
+    ``linger`` is how long a worker that finished its work keeps running before it blocks: Envoy finishes its
+    event-loop iteration (deferred deletes, timers, the next epoll_wait returning work already queued), Go's
+    scheduler spins an M before it parks it. A pass arriving within the linger finds the thread still running: no
+    resume CPU, no cold wake (it never slept), and the time it lingered is CPU of the process. A pass arriving later
+    pays the whole linger as CPU, then the wake; only the time it slept (the idle gap less the linger) counts
+    toward a cold wake. Linger 0 is a worker that blocks the moment it goes idle.
     """
 
     delay: float
@@ -39,6 +48,11 @@ class WakeUp:
     cpu: float = 0.0
     resume_cpu: float = 0.0
     shape: float = 1.0
+    linger: float = 0.0
+
+    def slept(self, idle: float) -> float:
+        """How long a worker idle for ``idle`` seconds slept (0: it was still lingering when the pass came)."""
+        return idle - self.linger if idle > self.linger else 0.0
 
     def probability(self, idle: float) -> float:
         if idle <= 0.0:
@@ -48,7 +62,11 @@ class WakeUp:
     def to_spec(self) -> dict[str, float]:
         spec = {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
                 "resume_cpu_ms": self.resume_cpu / MS}
-        return {**spec, "shape": self.shape} if self.shape != 1.0 else spec
+        if self.shape != 1.0:
+            spec["shape"] = self.shape
+        if self.linger:
+            spec["linger_us"] = self.linger / US
+        return spec
 
 
 def parse_wakeup(section: Section | None) -> WakeUp | None:
@@ -57,10 +75,12 @@ def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section.has("max_ms"):
         raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
                          "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
-    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "source", "fit", "note"))
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "source",
+                             "linger_source", "fit", "note"))
     if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
         raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
                          "resume_cpu_ms)")
     shape = section.number("shape", 1.0, strictly_positive=True, maximum=MAX_SHAPE)
     return WakeUp(section.number("delay_ms", 0.0) * MS, section.number("tau_ms", strictly_positive=True) * MS,
-                  section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS, shape)
+                  section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS, shape,
+                  section.number("linger_us", 0.0) * US)

@@ -168,7 +168,7 @@ def copy_run(template: Path, root: Path) -> Path:
 
 MANIFEST_KEYS = ["id", "source", "provenance", "status", "setup.path", "setup.features", "setup.replicas",
                  "setup.proxy_workers", "setup.proxy_cpu_limit", "load.rps", "load.connections", "load.duration_s",
-                 "load.uniform", "cpu_seconds", "files", "files.result", "where"]
+                 "load.uniform", "cpu_seconds", "sleeps", "files", "files.result", "where"]
 FORTIO_KEYS = [("ActualQPS",), ("NumThreads",), ("RequestedQPS",), ("RetCodes",), ("RetCodes", "200"),
                ("DurationHistogram",), ("DurationHistogram", "Count"), ("DurationHistogram", "Avg"),
                ("DurationHistogram", "Data"), ("DurationHistogram", "Data", 0, "Start"), ("Labels",), ("URL",)]

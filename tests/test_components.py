@@ -115,6 +115,38 @@ def test_resume_cpu_is_paid_per_wake_and_shared_by_passes_that_find_the_worker_b
     assert station.idle_gaps == pytest.approx([0.01, 0.0, 0.02 - second])
 
 
+def test_a_pass_within_the_linger_finds_the_worker_running() -> None:
+    """Exact timeline with scripted draws: a pass arriving within the linger pays no resume CPU and draws no cold
+    wake; one arriving after it pays both, the cold wake's chance from the time it slept; the linger is CPU of the
+    process (as long as it lasted), never time on the pass."""
+    draws = iter([0.5])  # one draw only: the pass within the linger must not take one
+    wake = WakeUp(delay=1e-3, tau=1e-4, cpu=2e-4, resume_cpu=5e-5, linger=1e-4)
+    station = Station("w", 1, wakeup=wake, wake_draw=lambda: next(draws), recording=True)
+    station.idle_gaps = []
+    station.free_at[0] = 0.01  # busy until 10 ms
+    inside = station.serve(0.01 + 6e-5, 1e-4)  # idle 60 us < linger: still in its loop
+    assert inside == pytest.approx(0.01 + 6e-5 + 1e-4)
+    # idle 150 us: lingered 100, slept 50 us; P(cold) = 1 - e^-0.5 = 0.39 < 0.5 -> warm, resume only
+    outside = station.serve(inside + 1.5e-4, 1e-4)
+    assert outside == pytest.approx(inside + 1.5e-4 + 5e-5 + 1e-4)
+    assert station.cold_wakes == 0
+    assert sum(station.busy) == pytest.approx(2 * 1e-4 + 6e-5 + 1e-4 + 5e-5)
+    assert station.idle_gaps == pytest.approx([6e-5, 1.5e-4])  # the whole idle gap, for the fit
+    assert wake.slept(6e-5) == 0.0 and wake.slept(1.5e-4) == pytest.approx(5e-5)
+
+
+def test_a_linger_of_zero_is_the_worker_without_one() -> None:
+    """The default: every idle gap is a sleep, as before the linger existed (same draws, same bookings)."""
+    def timeline(wake: WakeUp) -> tuple[list[float], float]:
+        rng = np.random.default_rng(5)
+        station = Station("w", 1, wakeup=wake, wake_draw=rng.random, recording=True)
+        arrivals = np.cumsum(np.random.default_rng(6).exponential(5e-4, 200))
+        return [station.serve(t, 1e-4) for t in arrivals], sum(station.busy)
+
+    base = WakeUp(delay=1e-4, tau=1e-3, cpu=5e-5, resume_cpu=2e-5)
+    assert timeline(base) == timeline(replace(base, linger=0.0))
+
+
 def test_a_wakeup_needs_a_draw_stream() -> None:
     with pytest.raises(ValueError, match="wake_draw"):
         Station("w", 1, wakeup=WakeUp(delay=1e-3, tau=1e-3))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ from meshsim.sim.engine.simpy_replication import run_replication
 from meshsim.sim.engine_choice import EngineChoice, choose_engine
 from meshsim.sim.fast.fast_engine import run_fast_replication
 from meshsim.sim.experiments.predict import horizon_for, predict
+from meshsim.wakeup import WakeUp
 from meshsim.workload import FortioLoad, OpenLoad, RateProfile, SequentialLoad, Workload, Wrk2Load
 from engine_pairs import engine_disagreements
 from simkit import plain, tandem_topology
@@ -103,6 +105,27 @@ def test_fortio_pacing_is_the_same_timeline_on_both_engines() -> None:
     np.testing.assert_allclose(np.sort(fast.latencies), np.sort(simpy.latencies), rtol=0, atol=1e-9)
     assert fast.window == pytest.approx(simpy.window, abs=1e-9)
     assert fast.load_start == pytest.approx(simpy.load_start, abs=1e-9)
+
+
+@pytest.mark.parametrize("linger", [1e-3, 3e-3], ids=["sleeps", "lingers"])
+def test_a_worker_lingering_past_the_next_call_never_wakes_on_both_engines(linger: float) -> None:
+    """One fortio connection at 400 rps (a call every 2.5 ms) on a 0.2 ms server with a 50 us resume: a worker
+    lingering 1 ms sleeps between calls (every call pays the resume, the process burns 1.25 ms per call), one
+    lingering 3 ms is still running when each call comes (no resume, it burns the whole 2.5 ms period: one core)."""
+    work, resume, period = 0.2e-3, 5e-5, 2.5e-3
+    topology = tandem_topology([Deterministic(work)])
+    wake = WakeUp(delay=0.0, tau=1.0, resume_cpu=resume, linger=linger)
+    topology = replace(topology, services={"q1": replace(topology.services["q1"], wakeup=wake)})
+    scenario, workload, horizon = plain(topology), Workload(FortioLoad(400.0, 1)), Horizon(1.0, 0.0, 1.0)
+    fast = run_fast_replication(scenario, workload, horizon, 3, 0)
+    simpy = run_replication(scenario, workload, horizon, 3, 0)
+    np.testing.assert_allclose(fast.latencies, simpy.latencies, rtol=0, atol=1e-9)
+    paid = work if linger > period - work else work + resume
+    np.testing.assert_allclose(fast.latencies[1:], paid, rtol=0, atol=1e-9)
+    per_call = period if linger > period - work else work + resume + linger
+    for result in (fast, simpy):
+        assert result.usage["q1/app"].cpu_seconds / result.latencies.size == pytest.approx(per_call, rel=0.02)
+    assert fast.usage["q1/app"].cpu_seconds == pytest.approx(simpy.usage["q1/app"].cpu_seconds, rel=1e-9)
 
 
 def test_what_if_variants_share_their_random_numbers() -> None:

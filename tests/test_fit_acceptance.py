@@ -110,3 +110,11 @@ def test_unfittable_feature_is_left_out_with_a_note(tmp_path: Path) -> None:
     assert "mtls" not in model.features
     notes = yaml.safe_load(out.read_text())["calibration"]["notes"]
     assert "feature mtls: not fitted, left out of the model" in str(notes)
+
+
+def test_a_lognormal_a_fitter_tries_with_a_huge_sigma_is_judged_not_overflowed() -> None:
+    """A candidate with sigma 40 has a mean past any float: its median still reads exp(mu) (a refit on the lab's
+    2026-11-27 runs died on OverflowError here), and its quartiles follow the closed form."""
+    dist = LogNormal(-8.0, 40.0)
+    assert dist.quantile(0.5) == pytest.approx(math.exp(-8.0))
+    assert dist.quantile(0.75) == pytest.approx(math.exp(-8.0 + 40.0 * 0.6744897501960817))

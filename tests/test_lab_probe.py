@@ -88,6 +88,10 @@ def test_chain3_probe_gives_valid_fortio_run_with_expected_count(binaries, tmp_p
     apps = {"client/app", "s1/app", "s2/app", "s3/app"}
     sidecars = {"client/sidecar", "s1/sidecar", "s2/sidecar", "s3/sidecar"} if mode == "sidecar" else set()
     assert set(manifest.cpu_seconds) == apps | sidecars
+    # every process the lab started counted its workers' sleeps; a sidecar's workers slept at least once per call
+    # at 200 rps (5 ms apart, far longer than any pass); fortio's client (not the lab's) is not counted
+    assert set(manifest.sleeps) == (apps - {"client/app"}) | sidecars
+    assert all(manifest.sleeps[k] >= count for k in sidecars)
     assert all(manifest.cpu_seconds[k] > 0 for k in apps | sidecars)
     assert set(manifest.memory_mb) == apps | sidecars and all(v > 1 for v in manifest.memory_mb.values())
     assert "fortio load -qps 200" in manifest.provenance

@@ -17,6 +17,7 @@ import numpy as np
 
 from meshsim.calibrate.load.cold_wake import WakePoint, WakeSeries, fit_cold_wake
 from meshsim.calibrate.load.cpu_cost import fit_cpu
+from meshsim.calibrate.load.linger_fit import NOT_IDENTIFIED, fit_linger, lingering, sleep_points
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.decomposition import ColdWakes, Decomposition
@@ -28,6 +29,7 @@ PASSES = {"server-sidecar": 2, "both-sidecars": 4}
 # cpu_seconds key -> the fitted component whose two passes it should match
 CPU_COMPONENTS = {"server/sidecar": "proxy.inbound_pass", "client/sidecar": "proxy.outbound_pass",
                   "lb:server": "load_balancer.pass"}
+FIT_LINGER = True  # fit wakeup.linger_us from runs that counted their workers' sleeps (linger_fit)
 MAX_PASS_FACTOR = 3.0  # a wake-up may cost at most this many times the largest mean added per pass
 
 
@@ -176,7 +178,10 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
             report_progress: Progress, extra: LoadDependenceFit | None = None) -> LoadDependenceFit:
     """Wake-ups from runs at several rates; ``gaps``: each run's simulated idle gaps (``wake_gaps``)."""
     extra = extra or LoadDependenceFit()
-    series = _wake_series(usable, gaps)
+    linger = fit_linger(sleep_points(usable, gaps)) if FIT_LINGER else None
+    linger_s = linger.linger_s if linger else 0.0
+    series = [replace(s, points=tuple(lingering(p, linger_s, s.kind == "cpu") for p in s.points))
+              for s in _wake_series(usable, gaps)]
     if not series:
         if other:
             extra.notes.append("runs at other rates lack a baseline at the same rate: no load-dependence fit")
@@ -192,6 +197,8 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
     extra.wakeup = fit.block(f"fitted by meshsim fit from plain sidecar runs, per request: {seen}; idle gaps of "
                              "every pass from replaying each run in the simulator; cold wake probability "
                              "1 - exp(-g/tau)")
+    extra.wakeup.update(linger.block_keys() if linger else {"linger_source": NOT_IDENTIFIED if FIT_LINGER else
+                                                            "linger not fitted (FIT_LINGER off)"})
     ref_ids = {r.id for r in ref_runs}
     sides = {}
     for side, key, paths in (("inbound", "server/sidecar", ("server-sidecar", "both-sidecars")),
@@ -204,7 +211,8 @@ def analyse(usable: Sequence[Run], ref_runs: Sequence[Run], other: Sequence[Run]
                 break
         if not ref:
             continue
-        point = WakePoint(0.0, np.concatenate([g.gaps[key] for g in ref]), sum(g.requests for g in ref), 0.0, 1.0)
+        point = lingering(WakePoint(0.0, np.concatenate([g.gaps[key] for g in ref]), sum(g.requests for g in ref),
+                                    0.0, 1.0), linger_s, False)
         sides[side] = (point.resumes, point.colds(fit.tau_s))
     if "inbound" not in sides:
         extra.notes.append(f"load dependence ({seen}): {fit.verdict()}; but no plain sidecar run at the reference "

@@ -244,15 +244,18 @@ class Station:
         recording = self.recording
         if recording and self.idle_gaps is not None:
             self.idle_gaps.append(now - free if free < now else 0.0)
-        wake_delay = wake_cpu = 0.0
+        wake_delay = wake_cpu = lingered = 0.0
         wake = self.wakeup
         if wake is not None and free < now:
-            wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
-            if self._wake_next() < wake.probability(now - free):
-                wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
-                wake_cpu += wake.cpu  # the cold start itself runs on the worker
-                if recording:
-                    self.cold_wakes += 1
+            slept = wake.slept(now - free)
+            lingered = now - free - slept  # its loop kept running after its work: CPU of the process, not the pass's
+            if slept > 0.0:
+                wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
+                if self._wake_next() < wake.probability(slept):
+                    wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
+                    wake_cpu += wake.cpu  # the cold start itself runs on the worker
+                    if recording:
+                        self.cold_wakes += 1
         start = (now if free <= now else free) + wake_delay
         self.last_start = start + wake_cpu  # the thread is switched in before its own code reads the job
         held = work + wake_cpu
@@ -268,7 +271,7 @@ class Station:
             released = finish + post
         self.free_at[server] = released
         if recording:
-            self.busy[server] += held + post
+            self.busy[server] += held + post + lingered
             self.jobs += 1
             if timed:
                 self.waited += start - wake_delay - now

@@ -129,7 +129,7 @@ SLOW_FACTOR, SLOW_BUSY, SLOW_TURN = range(3)
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
-ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE = range(10)
+ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER = range(11)
 # proxy columns
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
@@ -372,15 +372,19 @@ def book(I, F, B, st, now, work, server, post, timed):
     free_slot = at(I, R_FREE, st, server)
     free = F[free_slot]
     rec = recording(I)
-    wake_delay, wake_cpu = 0.0, 0.0
+    wake_delay, wake_cpu, lingered = 0.0, 0.0, 0.0
     wake = I[at(I, R_STI, st, ST_WAKE)]
     if wake >= 0 and free < now:
-        wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
-        if draw(I, B, wake) < -math.expm1(-((now - free) / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)]):
-            wake_delay = F[at(I, R_STF, st, ST_DELAY)]
-            wake_cpu += F[at(I, R_STF, st, ST_CPU)]
-            if rec:
-                I[at(I, R_STI, st, ST_COLD)] += 1
+        linger = F[at(I, R_STF, st, ST_LINGER)]  # WakeUp.slept: a pass within the linger finds the thread running
+        slept = now - free - linger if now - free > linger else 0.0
+        lingered = now - free - slept
+        if slept > 0.0:
+            wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
+            if draw(I, B, wake) < -math.expm1(-(slept / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)]):
+                wake_delay = F[at(I, R_STF, st, ST_DELAY)]
+                wake_cpu += F[at(I, R_STF, st, ST_CPU)]
+                if rec:
+                    I[at(I, R_STI, st, ST_COLD)] += 1
     start = (now if free <= now else free) + wake_delay
     F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
@@ -392,7 +396,7 @@ def book(I, F, B, st, now, work, server, post, timed):
         released = finish + post
     F[free_slot] = released
     if rec:
-        F[at(I, R_BUSY, st, server)] += held + post
+        F[at(I, R_BUSY, st, server)] += held + post + lingered
         I[at(I, R_STI, st, ST_JOBS)] += 1
         if timed:
             F[at(I, R_STF, st, ST_WAITED)] += start - wake_delay - now
@@ -682,7 +686,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 10,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 11,
     R_QUSED: QUOTA_RING, R_PXF: PX_ACCEPT_WINDOW + 1, R_SLOW: 3, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row

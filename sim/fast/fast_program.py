@@ -301,7 +301,7 @@ def station_arrays(lowering: Lowering) -> tuple:
             w = s.wakeup
             st_f[k, K.ST_DELAY], st_f[k, K.ST_TAU], st_f[k, K.ST_CPU], st_f[k, K.ST_RESUME] = \
                 w.delay, w.tau, w.cpu, w.resume_cpu
-            st_f[k, K.ST_SHAPE] = w.shape
+            st_f[k, K.ST_SHAPE], st_f[k, K.ST_LINGER] = w.shape, w.linger
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
     quota_tag = np.full((n, K.QUOTA_RING), -1, dtype=np.int64)

@@ -32,6 +32,7 @@ from meshsim.calibrate.measure.lab import proxy_histograms, run_queue
 from meshsim.calibrate.measure.lab.span_count import collector_spans, wait_for_span_export
 from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
+from meshsim.calibrate.measure.lab.thread_sleeps import SLEEPS_NOTE, sleep_deltas, sleep_snapshot
 from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
@@ -264,7 +265,7 @@ def _notes(state: LabState, settings: ProbeSettings, result: Mapping[str, Any], 
     notes.append(f"cpu_seconds: deltas of each process's CPU-time clock (ns) over a {cpu_window_s:.2f} s window "
                  "around the load (client/app: fortio's rusage); memory_mb: resident set size (VmRSS) during the load, "
                  "the median of the second half of samples every 0.25 s (client/app: fortio's peak RSS, the highest "
-                 f"VmHWM read every {PEAK_INTERVAL_S:g} s while it ran)")
+                 f"VmHWM read every {PEAK_INTERVAL_S:g} s while it ran); {SLEEPS_NOTE}")
     if state.cpu_limit_backend:
         notes.append(f"cpu limit via {state.cpu_limit_backend}")
     return notes
@@ -322,6 +323,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         started = time.time()
         host_before = host_seconds()
         cpu_before, sched_before = _cpu_snapshot(state), run_queue.snapshot(_pids(state))
+        sleeps_before = sleep_snapshot(state.processes)
         histograms_before = _histograms(state)
         sampler = RssSampler(_pids(state)).start()
         try:
@@ -339,7 +341,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             raise Interrupted("lab probe interrupted; nothing stored for this run") from None
         finally:
             sampler.stop()
-        cpu_after = _cpu_snapshot(state)
+        cpu_after, sleeps_after = _cpu_snapshot(state), sleep_snapshot(state.processes)
         cpu_window_s = time.time() - started
         fraction, errors, total = error_fraction(result)
         _check_processes(state, "after the load")
@@ -379,6 +381,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
                               nocatchup=settings.nocatchup, resolution_s=RESOLUTION_S, url=url),
             cpu_seconds=cpu,
             memory_mb=memory,
+            sleeps=sleep_deltas(state.processes, sleeps_before, sleeps_after),
             status="saturated" if saturated else "ok",
             notes="; ".join(notes),
         )
