@@ -308,6 +308,16 @@ def _free_folder(out_dir: Path, run_id: str) -> Path:
     return folder
 
 
+def _provenance(state: LabState, argv: list[str], work: Path) -> str:
+    """How a run was made: the load's command and every lab process's, without machine paths."""
+    places = {str(work): "$RUN", state.lab_dir: "$LAB"}
+    commands = "\n".join(f"{p.name}: {portable_command(p.command, places)}" for p in state.processes)
+    return (f"meshsim lab probe on host {machine_where(state)['host']} "
+            f"($RUN = the probe's temp folder, $LAB = the lab folder)\n"
+            f"load: {portable_command(argv, places)}\n"
+            f"lab processes (started {state.started_at}):\n{commands}")
+
+
 def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
           ledger: Ledger | None = None) -> ProbeResult:
     """Load the lab with fortio and store the run under ``out_dir``; RunFailed (nothing stored) on a failed run.
@@ -359,16 +369,10 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         spec = state.spec
         spans = (spans_after - spans_before) if spans_before is not None and spans_after is not None else None
         notes = _notes(state, settings, result, spans, achieved if saturated else None, cpu_window_s)
-        places = {str(work): "$RUN", state.lab_dir: "$LAB"}
-        commands = "\n".join(f"{p.name}: {portable_command(p.command, places)}" for p in state.processes)
-        provenance = (f"meshsim lab probe on host {machine_where(state)['host']} "
-                      f"($RUN = the probe's temp folder, $LAB = the lab folder)\n"
-                      f"load: {portable_command(argv, places)}\n"
-                      f"lab processes (started {state.started_at}):\n{commands}")
         manifest = RunManifest(
             id=_run_id(state, settings, started),
             source="lab",
-            provenance=provenance,
+            provenance=_provenance(state, argv, work),
             when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             where=where,
             setup=Setup(mesh=spec.mesh, path=spec.path, features=spec.features, topology=spec.topology,
