@@ -329,3 +329,15 @@ def test_every_top_rate_cell_outside_twice_the_spread_has_its_mechanism(result):
     assert miss_mechanisms(fits + below, 3500.0, 50.0) == {"m@3500 max_ms": "unexplained"}
     assert miss_mechanisms(fits + top, 3500.0, 50.0) == {"m@3500 p90_ms": "fit", "m@3500 p99_ms": "load",
                                                          "m@3500 max_ms": "maximum"}
+
+
+def test_the_assumptions_quote_the_numbers_they_stand_on():
+    """The numbers written in kinvolk_wrk2.ASSUMPTIONS are the computed and published ones (no drift by hand)."""
+    from meshsim.calibrate.studies.kinvolk_wrk2 import ASSUMPTIONS
+    from meshsim.calibrate.studies.mesh_comparison_fit import published_column
+
+    text = " ".join(ASSUMPTIONS)
+    assert f"({BENCHMARK.calibration_s:g} s with {BENCHMARK.connections // BENCHMARK.threads} connections" in text
+    assert f"measures {BENCHMARK.measured_s:g} s: {BENCHMARK.requests(50.0):,} requests".replace(",", " ") in text
+    low, high = published_column("istio", 50.0), published_column("istio", 3500.0)
+    assert f"Istio p50 {high['p50']:g} against {low['p50']:g} ms, p90 {high['p90']:.1f} against {low['p90']:.1f}" in text
