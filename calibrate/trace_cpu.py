@@ -101,16 +101,27 @@ class PrometheusCpu:
             if part == "app":
                 name = model_workload(workload, calls_per_s)
                 per_service[name] = per_service.get(name, 0.0) + value
-        out, notes = {}, []
-        for service, rate in calls_per_s.items():
-            if service not in per_service:
-                notes.append(f"{service}: no app container CPU in Prometheus ({self.url}, {self.metrics} metric set): "
-                             "its own time is booked as CPU")
-                continue
-            out[service] = CallCpu(per_service[service] / rate, (
-                f"prometheus {self.url}: {service}'s app containers' CPU, {per_service[service]:.4g} cores over the "
-                f"{window:.4g} s to {when}, over the {rate:.4g} calls per second the traces saw"))
+        where = f"the {window:.4g} s to {when} ({self.url}, {self.metrics} metric set)"
+        out, notes = cpu_per_call(per_service, calls_per_s, where)
         if unnamed:
             notes.append(f"{len(unnamed)} container series no naming rule of the {self.metrics} set reads (e.g. "
                          f"{unnamed[0]}): not used")
         return out, notes
+
+
+def cpu_per_call(cores: Mapping[str, float], calls_per_s: Mapping[str, float], where: str
+                 ) -> tuple[dict[str, CallCpu], list[str]]:
+    """Each traced service's CPU per call: its app containers' ``cores`` over ``where`` (a Prometheus window) divided
+    by the calls per second the traces saw; a note for each service it cannot give one."""
+    out, notes = {}, []
+    for service, rate in calls_per_s.items():
+        if service not in cores:
+            notes.append(f"{service}: no app container CPU in Prometheus: its own time is booked as CPU")
+        elif not rate > 0:
+            notes.append(f"{service}: the traces span no time, so no calls per second to divide its CPU by: its "
+                         "own time is booked as CPU")
+        else:
+            out[service] = CallCpu(cores[service] / rate, (
+                f"prometheus: {service}'s app containers' CPU, {cores[service]:.4g} cores over {where}, over the "
+                f"{rate:.4g} calls per second the traces saw"))
+    return out, notes

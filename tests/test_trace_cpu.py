@@ -123,6 +123,19 @@ def test_cpu_per_call_from_a_real_prometheus(tmp_path, capsys, traces):
     span = max(t[0]["end"] for t in traces) - min(t[0]["start"] for t in traces)
     assert compute["family"] == "deterministic"
     assert compute["value_ms"] == pytest.approx(0.45 / (TRACES / span) * 1e3, rel=0.1), (compute, span)
-    assert f"prometheus {url}: reviews's app containers' CPU" in compute["source"]
+    assert "prometheus: reviews's app containers' CPU" in compute["source"] and url in compute["source"]
     assert "ratings: no app container CPU in Prometheus" in text
     assert "1 container series no naming rule" in text  # the debug pod, counted, not used
+
+
+
+def test_cpu_per_call_divides_the_cores_by_the_calls_and_says_what_it_cannot():
+    from meshsim.calibrate.trace_cpu import cpu_per_call
+
+    out, notes = cpu_per_call({"reviews": 0.45, "idle": 0.1}, {"reviews": 20.0, "ratings": 5.0, "idle": 0.0},
+                              "window W")
+    assert set(out) == {"reviews"} and out["reviews"].seconds == pytest.approx(0.45 / 20.0)
+    assert "0.45 cores over window W, over the 20 calls per second" in out["reviews"].source
+    assert notes == ["ratings: no app container CPU in Prometheus: its own time is booked as CPU",
+                     "idle: the traces span no time, so no calls per second to divide its CPU by: its own time is "
+                     "booked as CPU"]
