@@ -6,8 +6,8 @@ repetitions:
 
 - the baseline (no mesh): 6 one-way network hops of one lognormal (client -> web -> emoji -> web -> voting -> web ->
   client), the apps' computes and wrk2's 1 ms timer grain, matched on p50/p90/p99/p100. p100 is the maximum of the
-  requests a stage printed: wrk2's 100 s less its calibration at 50 rps (kinvolk_wrk2.BENCHMARK: 4 800, five bursts of its 960 connections), and the
-  median of the maximum of n draws is the quantile 0.5^(1/n);
+  requests a stage printed: wrk2's 100 s less its calibration at 50 rps (kinvolk_wrk2.BENCHMARK: 4 800, five bursts
+  of its 960 connections), and the median of the maximum of n draws is the quantile 0.5^(1/n);
 - each mesh: its proxy passes (10 for sidecars, 4 for Traefik Mesh's node proxies) as a mixture of a lognormal body,
   a slower path and a rare narrow stall (the paper's Istio p99 is its maximum: a cluster of slow requests near
   230 ms, the mark of a timer, not of a long lognormal tail), matched on p50/p90/p99/p100 with the same n;

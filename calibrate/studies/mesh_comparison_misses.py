@@ -3,8 +3,8 @@
 The paper's five repetitions agree closely (the spread of a percentile is often 1-3 % of it), so twice that spread is
 a narrow band. Each cell outside it is put to the mechanism its own numbers show, checked in this order:
 
-- ``maximum``: a maximum predicted above the paper's. The fit lets every pass of a request stall on its own (the percentiles cannot say which
-  pass is slow), so with hundreds of thousands of requests some carry two stalls and the model's maximum grows with
+- ``maximum``: a maximum predicted above the paper's. The fit lets every pass of a request stall on its own (the
+  percentiles cannot say which pass is slow), so with hundreds of thousands of requests some carry two stalls and the model's maximum grows with
   the request count; the paper's grows less (at the fit's own 50 rps the fitted maximum already exceeds it).
 - ``fit``: the fit's own miss at 50 rps, carried over: the fit cell's error has the same sign and at least half the
   size.

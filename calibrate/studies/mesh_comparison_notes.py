@@ -1,6 +1,6 @@
 """What the mesh-comparison study says beside its cells: the notes on units, roles and mechanisms, and the Little's-law
-check of what the benchmark's connections can carry under either reading of its chart. Numbers in the notes are computed from the published tables,
-the fits and the run's own predictions, not copied by hand."""
+check of what the benchmark's connections can carry under either reading of its chart. Numbers in the notes are
+computed from the published tables, the fits and the run's own predictions, not copied by hand."""
 
 from __future__ import annotations
 
@@ -126,8 +126,9 @@ def _little_note(extras: Mapping[str, Any]) -> str:
             f"each band between two printed percentiles (least means {floors}): a shape unlike every other column "
             f"of the paper. The study therefore reads -c per URL (an assumption, kinvolk_wrk2.ASSUMPTIONS): the "
             f"stages keep their schedule with {busy} connections busy at {rps:g} rps. The other reading is the "
-            f"what-if: with 96 connections in all {_what_if_sentence(extras)}, wrk2 falling behind. No proxy is the bottleneck under either: no "
-            "stage is saturated (extras.saturated, extras.busiest_proxy_worker_utilisation).")
+            f"what-if: with 96 connections in all {_what_if_sentence(extras)}, wrk2 falling behind. No proxy is the "
+            "bottleneck under either: no stage is saturated (extras.saturated, "
+            "extras.busiest_proxy_worker_utilisation).")
 
 
 def _cpu_paragraph() -> str:
