@@ -21,6 +21,11 @@ from meshsim.errors import MeshsimError
 MIN_WINDOW_S = 1.0  # Prometheus's rate() needs two scrapes in the window
 
 
+def traces_window(roots: Sequence[Invocation]) -> tuple[float, float]:
+    """(the first trace's start, the last one's end) in Unix seconds: the time the traces span."""
+    return min(r.start for r in roots), max(r.end for r in roots)
+
+
 @dataclass(frozen=True)
 class CallCpu:
     """CPU seconds one call of a service burns, and where the figure came from."""
@@ -80,7 +85,7 @@ class PrometheusCpu:
 
     def span(self, roots: Sequence[Invocation]) -> tuple[float, float]:
         """(window seconds, end as Unix seconds): the flags', or the traces' first start to last end."""
-        first, last = min(r.start for r in roots), max(r.end for r in roots)
+        first, last = traces_window(roots)
         end = parse_end(self.end) if self.end is not None else last
         window = parse_window(self.window) if self.window is not None else end - first
         if window < MIN_WINDOW_S:

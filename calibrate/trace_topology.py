@@ -27,7 +27,7 @@ from meshsim.calibrate.fit.observations import from_samples
 from meshsim.calibrate.measure.trace_calls import Invocation, TraceSet, trace_set
 from meshsim.calibrate.measure.trace_patterns import CallPattern, call_pattern
 from meshsim.calibrate.measure.trace_readers import TraceFile, read_trace_file
-from meshsim.calibrate.trace_cpu import CallCpu
+from meshsim.calibrate.trace_cpu import CallCpu, traces_window
 from meshsim.distribution_spec import spec_with_meta
 from meshsim.errors import ModelError
 from meshsim.outputs import write_file
@@ -207,7 +207,8 @@ def _sidecar_own_time_note(by_service: Mapping[str, Sequence[Invocation]]) -> li
 
 def _calls_per_s(by_service: Mapping[str, Sequence[Invocation]], roots: Sequence[Invocation]) -> dict[str, float]:
     """Each service's calls per second over the traces' span (the first trace's start to the last one's end)."""
-    span = max(r.end for r in roots) - min(r.start for r in roots)
+    first, last = traces_window(roots)
+    span = last - first
     return {s: len(invs) / span if span > 0 else 0.0 for s, invs in by_service.items()}
 
 

@@ -1,11 +1,7 @@
 """SimPy-only experiment (not shipped): each app visit's core work booked as K separate scheduling events (the Go
 runtime's thread hand-offs: the kernel saw ~2.7 switch-ins per app visit), each queueing anew on the node's cores."""
 import sys
-from pathlib import Path
-from meshsim.calibrate.fit.model_file import read_model
-from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.validation.replay import replay
-from meshsim.sim.experiments.predict import predict_options
+from replay_runs import replayed
 from meshsim.sim.engine import system as system_module
 
 K_APP, K_PROXY = int(sys.argv[1]), int(sys.argv[2])
@@ -26,14 +22,6 @@ def init(self, *a, **kw):
         if station.node is not None and k > 1:
             station.node = Split(station.node, k)
 system_module.System.__init__ = init
-model = read_model(sys.argv[3])
-paths = [Path(p) for p in sys.argv[4:]]
-folders = [q.parent for p in paths for q in ([p / "manifest.yaml"] if (p / "manifest.yaml").exists() else sorted(p.glob("*/manifest.yaml")))]
-runs = [load_run(f) for f in folders]
-for run in runs:
-    if run.manifest.setup.path == "baseline":
-        continue
-    plan, _ = replay(model, run, runs, topology=None, sim_duration_s=5.0, replications=2, seed=1, processes=1)
-    pred = predict_options(plan.options.with_changes(mesh=Path(sys.argv[3]), engine="simpy")).to_dict()
+for run, pred in replayed(sys.argv[3], sys.argv[4:]):
     lat = pred["latency_ms"]
     print(f"{run.id[4:45]:42} predicted p50 {lat['p50']:.2f} p99 {lat['p99']:.2f}  cpu wait/req {sum(pred['cpu_wait_ms_per_request'].values()):.2f}")
