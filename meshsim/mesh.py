@@ -33,6 +33,9 @@ PLACEMENT = ("sidecar", "node")
 BALANCE = ("hash", "round_robin", "shared_listener")
 MIN_ACCEPT_WINDOW = 0.05 * MS  # an idle thread woken by epoll is running again within tens of microseconds
 LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
+# a caller without a proxy of its own: each keep-alive connection of the load generator stays on the replica
+# kube-proxy picked when it opened (sim/engine/system.py System.caller_policy)
+KUBE_PROXY = "kube_proxy"
 
 
 @dataclass(frozen=True)
@@ -345,7 +348,7 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
         proxy=proxy,
         features=features,
         load_balancer=lb,
-        client_lb_policy=top.choice("client_lb_policy", LB_POLICIES, "round_robin"),
+        client_lb_policy=top.choice("client_lb_policy", (*LB_POLICIES, KUBE_PROXY), "round_robin"),
         version=str(top.get("version", "")),
         description=str(top.get("description", "")),
         calibration=calibration if isinstance(calibration, Mapping) else {},

@@ -1,4 +1,5 @@
-"""Load-balancing policies choosing a replica: round robin, random, least request (P2C), peak EWMA (P2C)."""
+"""Load-balancing policies choosing a replica: round robin, random, least request (P2C), peak EWMA (P2C), and
+kube-proxy's pick per connection."""
 
 from __future__ import annotations
 
@@ -8,18 +9,21 @@ import numpy as np
 
 
 class Balancer(ABC):
-    """Chooses one of ``n`` replicas; ``done`` reports a finished request and its latency."""
+    """Chooses one of ``n`` replicas for a call on the load generator's connection ``conn``; ``done`` reports a
+    finished request and its latency. ``initial`` is the state drawn at construction (the compiled engine starts
+    from it)."""
 
     def __init__(self, n: int, rng: np.random.Generator) -> None:
         self.n = n
         self.rng = rng
         self.active = [0] * n
+        self.initial = 0
 
     @abstractmethod
-    def choose(self) -> int: ...
+    def choose(self, conn: int) -> int: ...
 
-    def start(self) -> int:
-        i = 0 if self.n == 1 else self.choose()
+    def start(self, conn: int) -> int:
+        i = 0 if self.n == 1 else self.choose(conn)
         self.active[i] += 1
         return i
 
@@ -34,9 +38,9 @@ class Balancer(ABC):
 class RoundRobin(Balancer):
     def __init__(self, n: int, rng: np.random.Generator) -> None:
         super().__init__(n, rng)
-        self._next = int(rng.integers(n)) if n > 1 else 0  # each balancer starts at a random replica
+        self._next = self.initial = int(rng.integers(n)) if n > 1 else 0  # each starts at a random replica
 
-    def choose(self) -> int:
+    def choose(self, conn: int) -> int:
         i = self._next
         self._next = (i + 1) % self.n
         return i
@@ -45,14 +49,14 @@ class RoundRobin(Balancer):
 class Random(Balancer):
     """kube-proxy's iptables mode picks an endpoint uniformly at random."""
 
-    def choose(self) -> int:
+    def choose(self, conn: int) -> int:
         return int(self.rng.integers(self.n))
 
 
 class LeastRequest(Balancer):
     """Envoy LEAST_REQUEST: two random replicas, the one with fewer active requests."""
 
-    def choose(self) -> int:
+    def choose(self, conn: int) -> int:
         a, b = self._two()
         return a if self.active[a] <= self.active[b] else b
 
@@ -66,7 +70,7 @@ class PeakEwma(Balancer):
         super().__init__(n, rng)
         self.ewma = [0.0] * n
 
-    def choose(self) -> int:
+    def choose(self, conn: int) -> int:
         a, b = self._two()
         cost_a = self.ewma[a] * (self.active[a] + 1)
         cost_b = self.ewma[b] * (self.active[b] + 1)
@@ -77,9 +81,39 @@ class PeakEwma(Balancer):
         self.ewma[i] = max(latency, self.ewma[i] + self.DECAY * (latency - self.ewma[i]))
 
 
+class PerConnection(Balancer):
+    """kube-proxy in iptables mode: a keep-alive connection is pinned to the endpoint picked at random when it opened,
+    so every request on it goes to that replica (with few connections the replicas' shares are uneven, as on a
+    cluster). The pick is a hash of the connection's number and a seed drawn once: no state per connection, and the
+    compiled engine computes the same (sim/fast/fast_kernels.py pinned_replica)."""
+
+    def __init__(self, n: int, rng: np.random.Generator) -> None:
+        super().__init__(n, rng)
+        self.initial = int(rng.integers(HASH_PRIME)) if n > 1 else 0
+
+    def choose(self, conn: int) -> int:
+        return pinned_replica(self.initial, conn, self.n)
+
+
+HASH_PRIME = 2147483647  # 2^31 - 1: every product below stays under 2^63 (exact in int64 and in the compiled engine)
+
+
+def pinned_replica(seed: int, conn: int, n: int) -> int:
+    """Replica of ``n`` a connection is pinned to: multiplications modulo a prime mixed by shifts (a hash that
+    spreads consecutive connections as independent uniform picks would)."""
+    h = seed ^ (conn * 2654435761 % HASH_PRIME)
+    h = h * 48271 % HASH_PRIME
+    h ^= h >> 15
+    h = h * 48271 % HASH_PRIME
+    h ^= h >> 13
+    h = h * 48271 % HASH_PRIME
+    return h * n // HASH_PRIME
+
+
 POLICIES: dict[str, type[Balancer]] = {
     "round_robin": RoundRobin,
     "random": Random,
     "least_request": LeastRequest,
     "ewma": PeakEwma,
+    "per_connection": PerConnection,
 }

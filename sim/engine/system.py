@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
+from meshsim.mesh import KUBE_PROXY, LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Parallel, Service
 from meshsim.workload import Workload
@@ -79,9 +79,6 @@ class System:
         self.lb_balancers: dict[str, Balancer] = {}
         if scenario.lb == "proxy":
             self._build_load_balancers()
-        # A meshed caller balances in its proxy; without a mesh the client library does (mesh `none` says how);
-        # a bypassed mesh (baseline scope) leaves it to kube-proxy, which picks at random.
-        self.client_policy = mesh.client_lb_policy if scenario.meshed or mesh.proxy is None else "random"
         self.client_balancers: dict[tuple[str, str], Balancer] = {}
         self.choosers: dict[str, Sampler] = {}
         self.routes: dict[tuple[str, str], Route] = {}
@@ -171,8 +168,20 @@ class System:
         key = (caller.name, target)
         bal = self.client_balancers.get(key)
         if bal is None:
-            bal = self.client_balancers[key] = self._balancer(self.client_policy, target, caller.name)
+            bal = self.client_balancers[key] = self._balancer(self.caller_policy(caller), target, caller.name)
         return bal
+
+    def caller_policy(self, caller: Caller) -> str:
+        """How a caller's calls pick a replica. A caller with a proxy balances per request in it (the mesh's
+        ``client_lb_policy``); without one, mesh ``none`` says what the client library does, and a caller outside a
+        mesh (the load generator without a client sidecar, everyone in the baseline) goes through kube-proxy: the
+        load generator's keep-alive connections each stay on the replica picked when they opened, an app's pool of
+        connections is used by whichever request is ready (a pick per request)."""
+        mesh = self.scenario.mesh
+        policy = mesh.client_lb_policy if caller.outbound is not None or mesh.proxy is None else KUBE_PROXY
+        if policy != KUBE_PROXY:
+            return policy
+        return "per_connection" if caller is self.client and self.workload.keepalive else "random"
 
     @property
     def host_cpu_time(self) -> float:
@@ -257,7 +266,7 @@ class System:
         timeout, hop = env.timeout, self.host.hop
         route = self.route_to(caller, target)
         svc, lb, balancer = route.service, route.lb, route.balancer
-        index = balancer.start()
+        index = balancer.start(conn)
         replica = route.replicas[index]
         inbound = replica.sidecar
         out = caller.outbound

@@ -157,7 +157,7 @@ NET_LOOP, NET_SAME, NET_CROSS, NET_CLIENT, NET_CLIENT_NODE, NET_PER_HOP, NET_PER
 NETF_BANDWIDTH, NETF_PER_HOP, NETF_PER_KB = range(3)
 # balancer columns and policies
 BAL_N, BAL_POLICY, BAL_STREAM, BAL_NEXT = range(4)
-RR, RANDOM, LEAST, EWMA = range(4)
+RR, RANDOM, LEAST, EWMA, PINNED = range(5)  # PINNED: kube-proxy's pick per connection (BAL_NEXT: its seed)
 
 
 @jit
@@ -545,13 +545,28 @@ def hop(I, F, B, pending, now, src, dst, nbytes, loopback):
 
 
 @jit
-def balance_start(I, F, B, b):
-    """Balancer.start: the replica a call goes to (round robin, random, least request or peak EWMA)."""
+def pinned_replica(seed, conn, n):
+    """sim/engine/balancing.py pinned_replica (a test checks the two agree)."""
+    h = seed ^ (conn * 2654435761 % 2147483647)
+    h = h * 48271 % 2147483647
+    h ^= h >> 15
+    h = h * 48271 % 2147483647
+    h ^= h >> 13
+    h = h * 48271 % 2147483647
+    return h * n // 2147483647
+
+
+@jit
+def balance_start(I, F, B, b, conn):
+    """Balancer.start: the replica a call on connection ``conn`` goes to (round robin, random, least request, peak
+    EWMA or kube-proxy's pick per connection)."""
     n, policy = I[at(I, R_BALI, b, BAL_N)], I[at(I, R_BALI, b, BAL_POLICY)]
     i = 0
     if n > 1:
         stream = I[at(I, R_BALI, b, BAL_STREAM)]
-        if policy == RR:
+        if policy == PINNED:
+            i = pinned_replica(I[at(I, R_BALI, b, BAL_NEXT)], conn, n)
+        elif policy == RR:
             i = I[at(I, R_BALI, b, BAL_NEXT)]
             I[at(I, R_BALI, b, BAL_NEXT)] = (i + 1) % n
         elif policy == RANDOM:
@@ -749,7 +764,7 @@ def _push_frame(I, TI, TF, tok, ret_pc, bal, idx, sent):
 def _call(I, F, B, TI, TF, tok, route, now, pc):
     """System.call's start: the balancer picks the replica, a frame remembers where to come back."""
     b = I[at(I, R_RBAL, route, 0)]
-    idx = balance_start(I, F, B, b)
+    idx = balance_start(I, F, B, b, TI[tok, T_CONN])
     _push_frame(I, TI, TF, tok, pc + 1, b, idx, now + TF[tok, TF_PENDING])
     return I[at(I, R_RPC, route, idx)]
 

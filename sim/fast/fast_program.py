@@ -16,13 +16,14 @@ import numpy as np
 from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim.fast import fast_kernels as K  # the loop, its op codes and its table columns
+from meshsim.sim.engine.balancing import Balancer, LeastRequest, PeakEwma, PerConnection, Random, RoundRobin
 from meshsim.sim.engine.components import ProxyInstance
 from meshsim.sim.engine.proxy_views import BALANCING, INBOUND
 from meshsim.sim.engine.stations import Station
 from meshsim.sim.fast.fast_streams import StreamTable
 from meshsim.sim.engine.system import Caller, System
 
-POLICY_CODES = {"round_robin": K.RR, "random": K.RANDOM, "least_request": K.LEAST, "ewma": K.EWMA}
+POLICY_CODES = {RoundRobin: K.RR, Random: K.RANDOM, LeastRequest: K.LEAST, PeakEwma: K.EWMA, PerConnection: K.PINNED}
 SIDE_CODES = {"": K.SIDE_NONE, "inbound": K.SIDE_IN, "outbound": K.SIDE_OUT}
 
 
@@ -85,16 +86,16 @@ class Lowering:
             self.view_rows.append((proxy, name))
         return self.view_ids[key]
 
-    def balancer(self, balancer, policy: str) -> int:
+    def balancer(self, balancer: Balancer) -> int:
         key = id(balancer)
         if key not in self.balancer_ids:
             stream = self.streams.uniforms(balancer.rng)
-            start = getattr(balancer, "_next", 0)
-            # the balancer's constructor drew its first replica (round robin): replayed for another replication
+            # the balancer's constructor drew its initial state (round robin's first replica, kube-proxy's seed):
+            # replayed for another replication
             self.balancer_replays.append(self.streams.replay(
-                balancer.rng, lambda rng, kind=type(balancer), n=balancer.n: getattr(kind(n, rng), "_next", 0)))
+                balancer.rng, lambda rng, kind=type(balancer), n=balancer.n: kind(n, rng).initial))
             self.balancer_ids[key] = len(self.balancer_rows)
-            self.balancer_rows.append((balancer.n, POLICY_CODES[policy], stream, start))
+            self.balancer_rows.append((balancer.n, POLICY_CODES[type(balancer)], stream, balancer.initial))
         return self.balancer_ids[key]
 
     def route(self, caller: Caller, target: str) -> int:
@@ -102,11 +103,10 @@ class Lowering:
         if key not in self.routes:
             system = self.system
             route = system.route_to(caller, target)
-            policy = system.scenario.mesh.load_balancer.policy if route.lb is not None else system.client_policy
             rid = len(self.route_rows)
             self.routes[key] = rid
             labels = [("route", rid, r) for r in range(len(route.replicas))]
-            self.route_rows.append((self.balancer(route.balancer, policy), labels))
+            self.route_rows.append((self.balancer(route.balancer), labels))
             self.pending_routes.append((caller, target, rid))
         return self.routes[key]
 
