@@ -89,3 +89,42 @@ def test_one_connection_without_a_client_proxy_loads_one_replica(engine, mesh: s
         assert share == pytest.approx(1.0)
     else:
         assert share < 0.6
+
+
+@pytest.mark.parametrize("engine", [run_replication, run_fast_replication], ids=["simpy", "compiled"])
+def test_a_sidecar_behind_another_holds_its_callers_pool_not_the_load_generators_connections(engine) -> None:
+    """wrk2's 960 connections at 50 rps (the mesh-comparison benchmark's setting): the client's sidecar holds all
+    960, the sidecars behind it only the pool their callers grew, one connection per request they had in flight at
+    once (Little's law puts about 50 rps x a few ms = well under 1 there on average)."""
+    request = build_request(PredictOptions(topology="chain3", mesh="istio", load="wrk2", connections=960, threads=2,
+                                           rps=50))
+    result = engine(request.scenario, request.workload, Horizon(duration=20.0, warmup=1.0), 1, 0)
+    usage = result.usage
+    assert usage["client/sidecar"].connections == 960
+    for inner in ("s1/sidecar", "s2/sidecar", "s3/sidecar"):
+        assert 1 <= usage[inner].connections <= 10
+        assert usage[inner].memory_mb < usage["client/sidecar"].memory_mb
+
+
+def test_the_pool_is_the_peak_of_requests_on_it_at_once() -> None:
+    """An exact timeline: a request takes a pooled connection at its first pass in and frees it when the caller's
+    proxy has the response; the peak counts overlaps."""
+    system = _system("istio", "both", True)
+    client = system.client.outbound
+    assert client is not None and client.faces_load_generator
+    proxy = system.apps["server"][0].sidecar
+    assert proxy is not None and not proxy.faces_load_generator
+    for step in ("open", "open", "close", "open", "open", "close", "close", "close"):
+        proxy.open_pool() if step == "open" else proxy.close_pool()
+    assert (proxy.pool_busy, proxy.pool_peak) == (0, 3)
+
+
+@pytest.mark.parametrize("engine", [run_replication, run_fast_replication], ids=["simpy", "compiled"])
+def test_a_burst_of_connections_grows_the_pool_behind_the_client_sidecar(engine) -> None:
+    """fortio's 64 connections fire together (no -uniform): the server's sidecar sees most of them on the client
+    sidecar's pool at once, as the lab's server Envoy grew with the connections (lab-memory-2026-11-23); every
+    pool is free again at the end."""
+    request = build_request(PredictOptions(topology="single", mesh="istio", load="fortio", connections=64, rps=100))
+    result = engine(request.scenario, request.workload, Horizon(duration=4.0, warmup=0.5), 1, 0)
+    assert result.usage["client/sidecar"].connections == 64
+    assert 48 <= result.usage["server/sidecar"].connections <= 64

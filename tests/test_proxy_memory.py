@@ -221,13 +221,16 @@ def test_memory_rises_with_connections_and_with_rate() -> None:
 
 
 def test_shipped_istio_memory_follows_the_lab_fit_connections_not_rate() -> None:
-    """The lab measured 0.062 MiB per connection and no memory per request held (64 KiB bodies included): the
-    shipped model's figure rises by 63 x 0.062 MiB from 1 to 64 connections and holds still from 100 to 1000 rps."""
+    """Lab: 0.062 MiB a connection, none a request held. The client sidecar (fortio's c) rises 63 x that from c=1 to
+    64, at any rate; the server's holds the client sidecar's pool: most of 64 (the lab's rose 3.6 MiB, ~58)."""
     one, many = _fortio("istio", 100, 1), _fortio("istio", 100, 64)
     fast = _fortio("istio", 1000, 64)
-    for proxy in ("client/sidecar", "server/sidecar"):
-        assert many["memory_mb"][proxy] - one["memory_mb"][proxy] == pytest.approx(63 * 0.062, abs=0.01)
-        assert fast["memory_mb"][proxy] == pytest.approx(many["memory_mb"][proxy], abs=0.01)
+    client, server = "client/sidecar", "server/sidecar"  # the server's moves with the rate by a few at most
+    assert many["memory_mb"][client] - one["memory_mb"][client] == pytest.approx(63 * 0.062, abs=0.01)
+    assert fast["memory_mb"][client] == pytest.approx(many["memory_mb"][client], abs=0.01)
+    assert 47 * 0.062 <= many["memory_mb"][server] - one["memory_mb"][server] <= 63 * 0.062 + 0.01
+    assert fast["memory_mb"][server] == pytest.approx(many["memory_mb"][server], abs=4 * 0.062)
+    for proxy in (client, server):
         assert fast["proxy_in_flight"][proxy] > 5 * many["proxy_in_flight"][proxy]
 
 

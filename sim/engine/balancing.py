@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from meshsim.mesh import KUBE_PROXY, MeshModel
+
 
 class Balancer(ABC):
     """Chooses one of ``n`` replicas for a call on the load generator's connection ``conn``; ``done`` reports a
@@ -117,3 +119,16 @@ POLICIES: dict[str, type[Balancer]] = {
     "ewma": PeakEwma,
     "per_connection": PerConnection,
 }
+
+
+def caller_policy(mesh: MeshModel, caller_has_proxy: bool, load_generator_keepalive: bool) -> str:
+    """How a caller's calls pick a replica. A caller with a proxy balances per request in it (the mesh's
+    ``client_lb_policy``); without one, mesh ``none`` says what the client library does, and a caller outside a mesh
+    (the load generator without a client sidecar, everyone in the baseline) goes through kube-proxy: the load
+    generator's keep-alive connections each stay on the replica picked when they opened
+    (``load_generator_keepalive``), an app's pool of connections is used by whichever request is ready (a pick per
+    request)."""
+    policy = mesh.client_lb_policy if caller_has_proxy or mesh.proxy is None else KUBE_PROXY
+    if policy != KUBE_PROXY:
+        return policy
+    return "per_connection" if load_generator_keepalive else "random"

@@ -79,11 +79,26 @@ class ProxyInstance:
     held_area: float = 0.0  # integral over the window of the number of requests held (request-seconds)
     holds: int = 0  # requests whose hold began inside the window ...
     held_seconds: float = 0.0  # ... and their hold times, summed (Little's law: rate x mean hold)
+    # requests on its callers' pooled connections to it now: from its first pass in to the caller's proxy's pass
+    # of the response (whole run); at most: the connections those pools grew to (HTTP/1.1, kept open)
+    pool_busy: int = 0
+    pool_peak: int = 0
+    faces_load_generator: bool = False  # its downstream connections are the load generator's own (System wires it)
     views: dict[str, np.ndarray] = field(default_factory=dict)  # view -> histogram of its holds (proxy_views.py)
 
     @property
     def connections(self) -> int:
         return len(self.binding)
+
+    def open_pool(self) -> None:
+        """A request's first pass in: one more of its callers' pooled connections busy."""
+        self.pool_busy += 1
+        if self.pool_busy > self.pool_peak:
+            self.pool_peak = self.pool_busy
+
+    def close_pool(self) -> None:
+        """The caller's proxy has the response (or, without one, the request left this proxy): a connection free."""
+        self.pool_busy -= 1
 
     def hold(self, opened: float, closed: float, view: str) -> None:
         """A request held from its first pass's own work on a worker (``opened``) to its last pass out (``closed``):
@@ -112,8 +127,16 @@ class ProxyInstance:
     def memory_mb(self, nominal_connections: bool = False) -> float:
         """Resident memory. ``nominal_connections``: the load's connection ids only spread requests over workers (an
         open load's 1000 by default), so the connections really held are those the concurrency needs (below)."""
-        held = pooled_connections(self.connections, self.in_flight) if nominal_connections else self.connections
-        return self.model.memory.resident_mb(held, self.in_flight, self.features_mb)
+        return self.model.memory.resident_mb(self.held_connections(nominal_connections), self.in_flight,
+                                             self.features_mb)
+
+    def held_connections(self, nominal_connections: bool = False) -> int:
+        """Downstream connections held open. The load generator's own, where they reach this proxy directly; behind
+        another proxy or an app, the pool its callers grew (one connection per request they had in flight at once,
+        kept open), never more than the load generator's connections whose requests came by."""
+        if nominal_connections:
+            return pooled_connections(self.connections, self.in_flight)
+        return self.connections if self.faces_load_generator else min(self.connections, self.pool_peak)
 
     def worker_for(self, conn: int, now: float = 0.0) -> int | None:
         """Envoy: a downstream connection lives on one worker (kernel SO_REUSEPORT hash, round robin, or the warm
@@ -152,6 +175,8 @@ class ProxyInstance:
     def pass_(self, now: float, kind: str, conn: int, nbytes: int, *, last: bool = False,
               handshake: bool = False) -> float:
         """One pass of a request (or its response) through this proxy; returns when it leaves."""
+        if not last:  # the request's pass in: it rides one of its callers' pooled connections
+            self.open_pool()
         work = self.passes[kind].draw()
         if self.per_kb:
             work += self.per_kb * nbytes / 1024.0
@@ -234,6 +259,13 @@ def _post_work(instance: str, model: ProxyModel, features: list[Feature], stream
         if work or features_post:
             post[side] = work + features_post
     return post
+
+
+def close_pools(*proxies: ProxyInstance | None) -> None:
+    """A proxy has a call's response: the pooled connections it and the proxy downstream of it used are free."""
+    for proxy in proxies:
+        if proxy is not None:
+            proxy.close_pool()
 
 
 def pooled_connections(seen: int, in_flight: float) -> int:

@@ -123,7 +123,7 @@ def component_usage(system: System, window: float) -> dict[str, ComponentUsage]:
             u.in_flight += proxy.in_flight
             u.holds += proxy.holds
             u.held_seconds += proxy.held_seconds
-            u.connections = max(u.connections, proxy.connections)
+            u.connections = max(u.connections, proxy.held_connections(nominal_connections=open_load))
             for view, histogram in proxy.views.items():
                 u.views[view] = u.views[view] + histogram if view in u.views else histogram.copy()
     return usage

@@ -37,7 +37,7 @@ class ComponentUsage:
     in_flight: float = 0.0  # mean requests held in the component's proxies, all instances
     holds: int = 0  # requests whose hold in a proxy began in the window, all instances ...
     held_seconds: float = 0.0  # ... and their hold times summed (Little's law: in_flight = holds/window x mean)
-    connections: int = 0
+    connections: int = 0  # the most downstream connections one instance holds open (ProxyInstance.held_connections)
     instances: int = 0
     jobs: int = 0
     cpu_waited: float = 0.0  # seconds its jobs on a request's path waited for the node's cores or the quota

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import simpy
 
-from meshsim.mesh import KUBE_PROXY, LB_PASS_KINDS, PASS_KINDS, Feature
+from meshsim.mesh import LB_PASS_KINDS, PASS_KINDS, Feature
 from meshsim.scenario import Scenario
 from meshsim.topology import Call, Choose, Parallel, Service
 from meshsim.workload import Workload
-from meshsim.sim.engine.balancing import POLICIES, Balancer
+from meshsim.sim.engine.balancing import POLICIES, Balancer, caller_policy
 from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.engine.components import collector_station  # a span collector with its wake-up
+from meshsim.sim.engine.components import close_pools, collector_station  # a collector with its wake-up; pools
 from meshsim.sim.engine.host_cpu import HostCpu
 from meshsim.sim.engine.nested_calls import Nested, Process, nested
 from meshsim.sim.engine.proxy_views import BALANCING, INBOUND, outbound
@@ -92,6 +92,8 @@ class System:
         # pair's first call makes the handshake, every later one reuses the session (see models/README.md, mtls)
         self.tls_pairs: set[tuple[str, str]] = set()
         self._share_node_cpu()
+        for proxy in self._load_generator_facing():
+            proxy.faces_load_generator = True
         self.in_system = 0  # requests between the client's send and the full answer (for Little's law checks)
         # bytes of every call's request (mesh headers included) and response while recording, and the size of the
         # request the entry service receives: what a packet capture between pods sees (loopback copies excluded)
@@ -164,6 +166,14 @@ class System:
         n = self.scenario.topology.services[target].replicas
         return POLICIES[policy](n, self.streams.rng(f"balance:{chooser}->{target}"))
 
+    def _load_generator_facing(self) -> list[ProxyInstance]:
+        """The proxies the load generator's connections reach directly: its own proxy, else the entry service's
+        central balancer, else the entry replicas' sidecars."""
+        entry = self.scenario.topology.entry
+        if self.client.outbound is not None or entry in self.lbs:
+            return [self.client.outbound or self.lbs[entry]]
+        return [app.sidecar for app in self.apps[entry] if app.sidecar is not None]
+
     def _client_balancer(self, caller: Caller, target: str) -> Balancer:
         key = (caller.name, target)
         bal = self.client_balancers.get(key)
@@ -172,16 +182,9 @@ class System:
         return bal
 
     def caller_policy(self, caller: Caller) -> str:
-        """How a caller's calls pick a replica. A caller with a proxy balances per request in it (the mesh's
-        ``client_lb_policy``); without one, mesh ``none`` says what the client library does, and a caller outside a
-        mesh (the load generator without a client sidecar, everyone in the baseline) goes through kube-proxy: the
-        load generator's keep-alive connections each stay on the replica picked when they opened, an app's pool of
-        connections is used by whichever request is ready (a pick per request)."""
-        mesh = self.scenario.mesh
-        policy = mesh.client_lb_policy if caller.outbound is not None or mesh.proxy is None else KUBE_PROXY
-        if policy != KUBE_PROXY:
-            return policy
-        return "per_connection" if caller is self.client and self.workload.keepalive else "random"
+        """How a caller's calls pick a replica (balancing.caller_policy)."""
+        return caller_policy(self.scenario.mesh, caller.outbound is not None,
+                             caller is self.client and self.workload.keepalive)
 
     @property
     def host_cpu_time(self) -> float:
@@ -317,6 +320,8 @@ class System:
             now = env.now
             pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
             inbound.hold(in_opened, now + pending, INBOUND)
+            if lb is None and out is None:
+                inbound.close_pool()
         if lb is not None:
             pending = hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
@@ -324,6 +329,7 @@ class System:
             now = env.now
             pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
             lb.hold(lb_opened, now + pending, BALANCING)
+            close_pools(inbound, lb if out is None else None)
             pending = hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
             pending = hop(pending, node, src, resp_bytes)
@@ -333,6 +339,7 @@ class System:
             now = env.now
             pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
             out.hold(out_opened, now + pending, route.view)
+            close_pools(out, lb if lb is not None else inbound)
             pending = hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
             yield timeout(pending)
@@ -387,4 +394,3 @@ class System:
             if draw < acc:
                 return name
         return step.services[-1]
-

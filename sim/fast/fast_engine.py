@@ -171,6 +171,7 @@ def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
     for k, proxy in enumerate(lowering.proxy_list):
         proxy.delayed, proxy.held_area = float(px_f[k, K.PX_DELAYED]), float(px_f[k, K.PX_AREA])
         proxy.holds, proxy.held_seconds = int(px_f[k, K.PX_HOLDS]), float(px_f[k, K.PX_HELD])
+        proxy.pool_busy, proxy.pool_peak = int(px_f[k, K.PX_OPEN]), int(px_f[k, K.PX_PEAK])
         if px_f[k, K.PX_WINSET]:
             proxy.window = (float(px_f[k, K.PX_WIN0]), float(px_f[k, K.PX_WIN1]))
         proxy.binding = dict.fromkeys(range(int(px_i[k, K.PX_BOUND])), 0)  # only their number is read

@@ -137,7 +137,7 @@ BALANCE_HASH, BALANCE_ROUND_ROBIN, BALANCE_SHARED_LISTENER = range(3)  # ProxyMo
 # (the held fraction of a pass without a side -- a load balancer's -- then of the inbound and outbound sides: a pass
 # reads column PX_FRACTION + its side)
 (PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1,
- PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW) = range(13)
+ PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW, PX_OPEN, PX_PEAK) = range(15)
 SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
 # (G_TOKEN_MARGIN, G_HEAP_MARGIN: the free tokens and heap slots one event may take at most -- a fork of n calls takes
@@ -702,7 +702,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 11,
-    R_QUSED: QUOTA_RING, R_PXF: PX_ACCEPT_WINDOW + 1, R_SLOW: 3, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
+    R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: 3, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)
@@ -785,8 +785,16 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
         if I[o + 6] >= 0:  # a request's first pass: the proxy's clock starts when its worker took it (book's start;
             # a first pass is never a last one, so no span export booked the collector since)
             TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 6]] = F[at(I, R_GF, 0, GF_START)]
+            busy = at(I, R_PXF, I[o + 1], PX_OPEN)  # ProxyInstance.open_pool
+            F[busy] += 1.0
+            peak = at(I, R_PXF, I[o + 1], PX_PEAK)
+            if F[busy] > F[peak]:
+                F[peak] = F[busy]
     elif code == OP_HOLD:
         hold(I, F, I[o + 1], I[o + 3], TF[tok, TF_FRAMES + 4 * top + 1 + I[o + 2]], now + pending)
+        for k in range(4, 6):  # System.call's close_pool calls: the pools this response frees
+            if I[o + k] >= 0:
+                F[at(I, R_PXF, I[o + k], PX_OPEN)] -= 1.0
     elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
         pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True) - now
     elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session
