@@ -20,7 +20,7 @@ from meshsim.topology import Call, Choose, Parallel, Service
 from meshsim.workload import Workload
 from meshsim.sim.engine.balancing import POLICIES, Balancer, caller_policy
 from meshsim.sim.engine.components import AppReplica, NetworkDelays, ProxyInstance, build_app, build_proxy, make_station
-from meshsim.sim.engine.components import close_pools, collector_station  # a collector with its wake-up; pools
+from meshsim.sim.engine.components import close_pools, collector_station
 from meshsim.sim.engine.host_cpu import HostCpu
 from meshsim.sim.engine.nested_calls import Nested, Process, nested
 from meshsim.sim.engine.proxy_views import BALANCING, INBOUND, outbound
