@@ -261,11 +261,20 @@ def _post_work(instance: str, model: ProxyModel, features: list[Feature], stream
     return post
 
 
-def close_pools(*proxies: ProxyInstance | None) -> None:
-    """A proxy has a call's response: the pooled connections it and the proxy downstream of it used are free."""
-    for proxy in proxies:
-        if proxy is not None:
-            proxy.close_pool()
+def freed_pools(at: ProxyInstance, out: ProxyInstance | None, lb: ProxyInstance | None,
+                inbound: ProxyInstance | None) -> list[ProxyInstance]:
+    """The proxies whose pooled connections a call frees when proxy ``at`` of its path (the caller's ``out``, a
+    central ``lb``, the callee's ``inbound``) has the response: the next one's, whose connection ``at`` used, and
+    the first one's own (its caller, an app or the load generator, has no proxy to hold the response)."""
+    path = [proxy for proxy in (out, lb, inbound) if proxy is not None]
+    k = path.index(at)
+    return path[k + 1:k + 2] + (path[:1] if k == 0 else [])
+
+
+def close_pools(at: ProxyInstance, out: ProxyInstance | None, lb: ProxyInstance | None,
+                inbound: ProxyInstance | None) -> None:
+    for proxy in freed_pools(at, out, lb, inbound):
+        proxy.close_pool()
 
 
 def pooled_connections(seen: int, in_flight: float) -> int:

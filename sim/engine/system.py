@@ -320,8 +320,7 @@ class System:
             now = env.now
             pending = inbound.pass_(now, "inbound_response", conn, resp_bytes, last=True) - now
             inbound.hold(in_opened, now + pending, INBOUND)
-            if lb is None and out is None:
-                inbound.close_pool()
+            close_pools(inbound, out, lb, inbound)
         if lb is not None:
             pending = hop(pending, node, lb.node, resp_bytes)
             if pending > 0:
@@ -329,7 +328,7 @@ class System:
             now = env.now
             pending = lb.pass_(now, "response", conn, resp_bytes, last=True) - now
             lb.hold(lb_opened, now + pending, BALANCING)
-            close_pools(inbound, lb if out is None else None)
+            close_pools(lb, out, lb, inbound)
             pending = hop(pending, lb.node, src if out is None else out.node, resp_bytes)
         else:
             pending = hop(pending, node, src, resp_bytes)
@@ -339,7 +338,7 @@ class System:
             now = env.now
             pending = out.pass_(now, "outbound_response", conn, resp_bytes, last=True) - now
             out.hold(out_opened, now + pending, route.view)
-            close_pools(out, lb if lb is not None else inbound)
+            close_pools(out, out, lb, inbound)
             pending = hop(pending, out.node, caller.node, resp_bytes, out.node == caller.node)
         if pending > 0:
             yield timeout(pending)

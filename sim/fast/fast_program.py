@@ -17,7 +17,7 @@ from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim.fast import fast_kernels as K  # the loop, its op codes and its table columns
 from meshsim.sim.engine.balancing import Balancer, LeastRequest, PeakEwma, PerConnection, Random, RoundRobin
-from meshsim.sim.engine.components import ProxyInstance
+from meshsim.sim.engine.components import ProxyInstance, freed_pools
 from meshsim.sim.engine.proxy_views import BALANCING, INBOUND
 from meshsim.sim.engine.stations import Station
 from meshsim.sim.fast.fast_streams import StreamTable
@@ -179,9 +179,10 @@ class Lowering:
         ops += self._response(caller, out, lb, inbound, node, src, resp, route.view)
         return ops
 
-    def _closes(self, *proxies: ProxyInstance | None) -> list[int]:
-        """An OP_HOLD's two last operands: the proxies whose pooled connections it frees (system._close_pools)."""
-        return [self.proxy(p) if p is not None else -1 for p in proxies] + [-1] * (2 - len(proxies))
+    def _closes(self, at: ProxyInstance, out, lb, inbound) -> list[int]:
+        """An OP_HOLD's two last operands: the proxies whose pooled connections it frees (-1: none)."""
+        freed = [self.proxy(p) for p in freed_pools(at, out, lb, inbound)]
+        return freed + [-1] * (2 - len(freed))
 
     def _response(self, caller: Caller, out, lb, inbound, node: int, src: int, resp: int, view: str) -> list[list]:
         ops: list[list] = []
@@ -189,13 +190,13 @@ class Lowering:
             ops += [[K.OP_HOP, node, node, resp, 1], [K.OP_YIELD],
                     self._pass(inbound, "inbound_response", resp, True, False, -1),
                     [K.OP_HOLD, self.proxy(inbound), 2, self.view(inbound, INBOUND),
-                     *self._closes(inbound if lb is None and out is None else None)]]
+                     *self._closes(inbound, out, lb, inbound)]]
         if lb is not None:
             lnode = self.node(lb.node)
             back = src if out is None else self.node(out.node)  # src is the LB's node here, as in System.call
             ops += [[K.OP_HOP, node, lnode, resp, 0], [K.OP_YIELD], self._pass(lb, "response", resp, True, False, -1),
                     [K.OP_HOLD, self.proxy(lb), 1, self.view(lb, BALANCING),
-                     *self._closes(inbound, lb if out is None else None)],
+                     *self._closes(lb, out, lb, inbound)],
                     [K.OP_HOP, lnode, back, resp, 0]]
         else:
             ops.append([K.OP_HOP, node, src, resp, 0])
@@ -203,7 +204,7 @@ class Lowering:
             onode, cnode = self.node(out.node), self.node(caller.node)
             ops += [[K.OP_YIELD], self._pass(out, "outbound_response", resp, True, False, -1),
                     [K.OP_HOLD, self.proxy(out), 0, self.view(out, view),
-                     *self._closes(out, lb if lb is not None else inbound)],
+                     *self._closes(out, out, lb, inbound)],
                     [K.OP_HOP, onode, cnode, resp, int(onode == cnode)]]
         ops += [[K.OP_YIELD], [K.OP_CALL_END]]
         return ops

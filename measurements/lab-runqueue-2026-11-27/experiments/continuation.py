@@ -44,6 +44,7 @@ from meshsim.calibrate.validation.compare import _measured_latency
 from meshsim.calibrate.validation.replay import replay
 from meshsim.sim.engine import simpy_replication, stations
 from meshsim.sim.experiments.predict import predict_options
+from replay_runs import run_folders  # run from this folder, as the other experiments
 
 WAKES: dict[str, int] = {}  # component -> recorded jobs that found their worker asleep (paid resume_cpu)
 JOBS: dict[str, int] = {}  # component -> recorded jobs
@@ -200,13 +201,6 @@ def make_book(post_too: bool):
     return _book
 
 
-def folders(paths: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for p in map(Path, paths):
-        out += [p] if (p / "manifest.yaml").exists() else sorted(q.parent for q in p.glob("*/manifest.yaml"))
-    return out
-
-
 def measured_switches(run) -> dict[str, float]:
     name = run.manifest.files.get("run_queue")
     if name is None:
@@ -325,7 +319,7 @@ def main() -> None:
     model = read_model(model_path)
     for spec in sys.argv[5:]:
         group, paths = spec.split("=", 1)
-        runs_here = [load_run(f) for f in folders(paths.split(","))]
+        runs_here = [load_run(f) for f in run_folders(paths.split(","))]
         for run in runs_here:
             if run.manifest.setup.path == "baseline" and (run.manifest.load.connections < 2 or "/" in group):
                 continue  # the one-connection baselines (the hop's time); a GROUP/ replays its baselines elsewhere

@@ -9,12 +9,16 @@ from meshsim.calibrate.validation.replay import replay
 from meshsim.sim.experiments.predict import predict_options
 
 
+def run_folders(paths: list[str]) -> list[Path]:
+    """The run folders under PATHS: each a run folder or a folder of them."""
+    return [q.parent for p in map(Path, paths)
+            for q in ([p / "manifest.yaml"] if (p / "manifest.yaml").exists() else sorted(p.glob("*/manifest.yaml")))]
+
+
 def replayed(model_path: str, paths: list[str]) -> Iterator[tuple[object, dict]]:
     """(run, prediction as a dict) for each run that has a mesh on its path."""
     model = read_model(model_path)
-    folders = [q.parent for p in map(Path, paths)
-               for q in ([p / "manifest.yaml"] if (p / "manifest.yaml").exists() else sorted(p.glob("*/manifest.yaml")))]
-    runs = [load_run(f) for f in folders]
+    runs = [load_run(f) for f in run_folders(paths)]
     for run in runs:
         if run.manifest.setup.path == "baseline":
             continue
