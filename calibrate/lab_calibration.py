@@ -18,8 +18,7 @@ from meshsim.errors import Interrupted, MeshsimError
 from meshsim.outputs import check_file
 
 from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.lab_plan import (BATCH_CONNECTIONS, LADDER_CONNECTIONS, LADDER_STAGES, TRACED_RUNG_STAGE,
-                                         LabPlan)
+from meshsim.calibrate.lab_plan import (BATCH_CONNECTIONS, LADDER_CONNECTIONS, LADDER_STAGES, LabPlan)
 from meshsim.calibrate.measure.lab.commands import check_lab_targets, lab_run
 from meshsim.calibrate.measure.lab.probe import ProbeSettings
 from meshsim.calibrate.measure.lab.spec import LabSpec
@@ -124,10 +123,9 @@ def _measure_plan(m: _Measurer, plan: LabPlan, started: float) -> None:
               f"{'/'.join(f'{p.rps:g}' for p in plan.ladder)} rps ...")
         m.ladder.extend(measure_ladder(m, LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh),
                                        plan.ladder))
-    if plan.traced_rung:
-        topology, mode = TRACED_RUNG_STAGE
-        m.report_progress(f"traced rung: {mode}, c = {LADDER_CONNECTIONS} at {plan.traced_rung[0].rps:g} rps ...")
-        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), plan.traced_rung)
+    for (topology, mode), rung in plan.feature_rungs:
+        m.report_progress(f"feature rung: {mode}, c = {LADDER_CONNECTIONS} at {rung.rps:g} rps ...")
+        m.measure(LabSpec(topology=topology, mode=mode, workers=workers, mesh=mesh), [rung])
 
 
 def measure_ladder(m: _Measurer, spec: LabSpec, ladder: Sequence[ProbeSettings]) -> list[LadderRung]:

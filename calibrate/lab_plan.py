@@ -31,10 +31,12 @@ BATCH_CONNECTIONS = 8  # the batching probe: requests arriving together keep one
 LADDER_CONNECTIONS = 16
 LADDER_RATES: tuple[float, ...] = (1500.0, 4500.0, 9000.0)
 LADDER_STAGES: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single", "sidecar"))
-# The ladder's traced rung: tracing with 16 connections at the ladder's lowest rate, beside the one-connection traced
-# runs: the span collector's CPU per span when spans queue (about 0.055 ms on the lab's host against 0.09 ms one at a
-# time), which separates a wake's CPU from a span's own (calibrate/load/collector_wake.py)
-TRACED_RUNG_STAGE = ("single", "tracing")
+# The ladder's feature rungs: each feature with 16 connections at the ladder's lowest rate, beside its one-connection
+# runs. Tracing's gives the span collector's CPU per span when spans queue (about 0.055 ms on the lab's host against
+# 0.09 ms one at a time: calibrate/load/collector_wake.py); both tell a feature's CPU per wake of its worker from its
+# CPU per pass (mTLS's extra CPU per request falls from 0.07-0.10 ms at one connection to under 5 us there:
+# calibrate/load/feature_wake.py).
+FEATURE_RUNG_STAGES: tuple[tuple[str, str], ...] = (("single", "tracing"), ("single", "mtls"))
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,10 @@ class LabPlan:
     not carry is kept as a measured capacity and the ladder gets one more rung below it (``measure_ladder``);
     ``ladder_rates`` replaces the planned rates.
 
-    The ladder's traced rung (with ``load_ladder`` and the tracing setup among the stages): tracing with 16
-    connections at the ladder's lowest rate, so that the span collector's CPU per span is read with spans queueing
-    as well as one at a time (a wake's CPU is paid per span, or per batch).
+    The ladder's feature rungs (with ``load_ladder``, for tracing and mTLS where they are among the stages): the
+    feature with 16 connections at the ladder's lowest rate, so that its CPU is read with its workers sleeping a
+    few times per request as well as twice (a wake's CPU is paid per wake, a pass's per pass), and the span
+    collector's CPU per span with spans queueing as well as one at a time.
 
     ``resume``: a probe whose run is already stored under ``out_dir`` (same setup and load) is not measured again;
     the fit uses the stored and the new runs. ``state_dir``: where the lab records its processes while it runs.
@@ -118,23 +121,24 @@ class LabPlan:
         return []
 
     @property
-    def traced_rung(self) -> list[ProbeSettings]:
-        """The tracing setup at the ladder's lowest rate with its connections (empty without ladder or tracing)."""
-        if self.ladder and TRACED_RUNG_STAGE in self.stages:
-            return self.ladder[:1]
-        return []
+    def feature_rungs(self) -> list[tuple[tuple[str, str], ProbeSettings]]:
+        """(stage, probe) of each feature setup at the ladder's lowest rate with its connections (empty without
+        the ladder; a feature not among the stages has none)."""
+        if not self.ladder:
+            return []
+        return [(stage, self.ladder[0]) for stage in FEATURE_RUNG_STAGES if stage in self.stages]
 
     @property
     def total_runs(self) -> int:
         return (len(self.stages) * len(self.probes) + int(self.batching) + len(self.bursts)
-                + len(LADDER_STAGES) * len(self.ladder) + len(self.traced_rung))
+                + len(LADDER_STAGES) * len(self.ladder) + len(self.feature_rungs))
 
     def headline(self) -> str:
         """The plan in one line, with its expected length."""
         extras = "".join(f" + {n} {what}" for n, what in ((int(self.batching), "batching"),
                                                            (len(self.bursts), "bursts"),
                                                            (len(LADDER_STAGES) * len(self.ladder), "load ladder"),
-                                                           (len(self.traced_rung), "traced rung"))
+                                                           (len(self.feature_rungs), "feature rungs"))
                          if n)
         total = self.total_runs
         return (f"lab calibration for mesh {self.mesh!r}: {len(self.stages)} setups x {len(self.probes)} probes"

@@ -167,6 +167,9 @@ class Feature:
     # what the feature adds to a proxy's cold wake (its code and data are cold too): delay and CPU, seconds
     cold_delay: float = 0.0
     cold_cpu: float = 0.0
+    # what the feature adds to every wake of a worker from idle, however short (its per-event work: a TLS read that
+    # finds the socket drained), seconds of CPU; requests that arrive while the worker is busy share it
+    resume_cpu: float = 0.0
     # part of the fitted passes: every calibration run had it on, so turning it off is not identified (refused)
     fixed: bool = False
 
@@ -286,7 +289,7 @@ def _per_pass(s: Section) -> dict[str, Distribution]:
 
 def _feature(name: str, s: Section) -> Feature:
     s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
-                      "collector", "sampling", "cold_wake", "memory_mb", "fixed", *_META))
+                      "collector", "sampling", "cold_wake", "resume_cpu_ms", "memory_mb", "fixed", *_META))
     cold = s.section("cold_wake", required=False)
     if cold is not None:
         cold.reject_unknown(("delay_ms", "cpu_ms", *_META))
@@ -319,7 +322,8 @@ def _feature(name: str, s: Section) -> Feature:
                    handshake, distribution_at(s, "post_response", required=False), collector, sampling,
                    s.get("description", ""), s.number("memory_mb", 0.0, maximum=MAX_MEMORY_MB),
                    cold.number("delay_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
-                   cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0)
+                   cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
+                   s.number("resume_cpu_ms", 0.0, maximum=1000.0) * MS)
     return replace(feature, fixed=fixed)
 
 
@@ -338,8 +342,10 @@ def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:
             raise ModelError(f"{feat_sec.where}: features need a proxy (this mesh has none)")
         for fname in feat_sec.data:
             features[str(fname)] = _feature(str(fname), Section(feat_sec.data[fname], feat_sec.key(str(fname))))
-    if any(f.cold_delay or f.cold_cpu for f in features.values()) and (proxy is None or proxy.wakeup is None):
-        raise ModelError(f"{where}: features.*.cold_wake: adds to the proxy's cold wake-ups, but proxy.wakeup is missing")
+    if any(f.cold_delay or f.cold_cpu or f.resume_cpu for f in features.values()) and \
+            (proxy is None or proxy.wakeup is None):
+        raise ModelError(f"{where}: features.*.cold_wake and resume_cpu_ms add to the proxy's wake-ups, but "
+                         "proxy.wakeup is missing")
     lb_sec = top.section("load_balancer", required=False)
     lb = _proxy(lb_sec, LB_PASS_KINDS) if lb_sec is not None else None
     calibration = top.get("calibration", {})

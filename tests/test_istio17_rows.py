@@ -73,5 +73,6 @@ def test_a_feature_adds_its_part_to_the_proxys_cold_wake(tmp_path) -> None:
     text = (measurements_dir().parent / "models" / "meshes" / "istio.yaml").read_text()
     start = text.index("  wakeup: {delay_ms: 0.19")
     broken.write_text(text[:start] + text[text.index("\n", start) + 1:])
-    with pytest.raises(ModelError, match="cold_wake: adds to the proxy's cold wake-ups, but proxy.wakeup is missing"):
+    with pytest.raises(ModelError, match="cold_wake and resume_cpu_ms add to the proxy's wake-ups, but proxy.wakeup "
+                                         "is missing"):
         load_mesh(str(broken))

@@ -43,12 +43,12 @@ def _logical_lines(block: str) -> list[str]:
 def meshsim_commands(block: str) -> list[list[str]]:
     """Each `meshsim` invocation of a code block, as argv after the program name. In a block with a shell prompt
     (`$ `) only the prompt's lines are commands (the rest is their output); elsewhere every line is, and a line may
-    chain commands with `&&`."""
+    chain commands with `&&` or `;` (`L=folder; meshsim validate ... $L/runs`)."""
     lines = _logical_lines(block)
     prompted = [line[2:] for line in lines if line.startswith("$ ")]
     commands = []
     for line in prompted or lines:
-        for segment in line.split("&&"):
+        for segment in re.split(r"&&|;", line):
             words = shlex.split(segment, comments=True)
             if words and Path(words[0]).name == "meshsim":
                 commands.append(words[1:])

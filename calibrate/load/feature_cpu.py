@@ -12,7 +12,8 @@ Both come from the runs' CPU clocks, compared run by run with the plain runs of 
 connections and payload), so that the wake-up cost of a low rate is in both and cancels:
 - ``features.F.post_response``: each sidecar's CPU per request beyond the plain runs' and beyond what the feature's
   held increment already books (two passes per request), as work after the side's last pass. Only its mean is
-  identified by CPU readings, so it is a constant.
+  identified by CPU readings, so it is a constant. Where the runs counted their workers' sleeps and these differ
+  (a loaded rung beside the one-connection runs), ``feature_wake`` first takes out the feature's CPU per wake.
 - ``features.F.collector``: the collector's CPU per request over the spans each request makes (one per sidecar it
   passes), on the node the lab runs every process on. Only the lab's own span counter (``collector``) is read: a
   cluster's collector and the lab's Jaeger (``jaeger``, many threads) run as other processes do.
@@ -21,12 +22,15 @@ connections and payload), so that the wake-up cost of a low rate is in both and 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from meshsim.mesh import pass_side
+
 from meshsim.calibrate.fit.decomposition import Decomposition
+from meshsim.calibrate.load.feature_wake import PASSES, WakePoint, WakeSplit, split, thinned
 from meshsim.calibrate.measure.dataset import Run
 
 # a sidecar's cpu_seconds key -> the side its passes are on
@@ -48,6 +52,7 @@ class MatchedCpu:
     with_feature_s: list[float]
     plain_s: list[float]
     runs: list[str]
+    sleeps: list[float | None] = field(default_factory=list)  # the feature runs' sleeps per request (None: not counted)
 
     @property
     def extra_s(self) -> float:
@@ -75,7 +80,8 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
     collector's only from one-connection runs: with more connections its spans queue and a wake serves several
     (``collector_wake`` splits that off)."""
     plain = [r for r in runs if r.manifest.setup.path == PATH and not r.features]
-    pairs: dict[str, tuple[list[float], list[float], list[str]]] = defaultdict(lambda: ([], [], []))
+    pairs: dict[str, tuple[list[float], list[float], list[str], list[float | None]]] = \
+        defaultdict(lambda: ([], [], [], []))
     for run in feature_runs(feature, runs):
         twins = _plain_twins(run, plain)
         for key in (*SIDECAR_SIDES, COLLECTOR_KEY):
@@ -84,8 +90,9 @@ def matched_cpu(feature: str, runs: Sequence[Run]) -> dict[str, MatchedCpu]:
             if own is None or (key != COLLECTOR_KEY and not base) or \
                     (key == COLLECTOR_KEY and run.manifest.load.connections != 1):
                 continue
-            with_f, plain_s, ids = pairs[key]
+            with_f, plain_s, ids, sleeps = pairs[key]
             with_f.append(own)
+            sleeps.append(run.sleeps_per_request(key))
             # one plain reading per feature run (its twins' mean), so that a run with more twins weighs no more
             plain_s.append(float(np.mean(base)) if key != COLLECTOR_KEY else 0.0)
             ids.append(run.id)
@@ -110,22 +117,26 @@ def _held(proxy: Mapping[str, Any], side: str) -> float:
 
 
 def post_response(feature: str, matched: Mapping[str, MatchedCpu], increment: Mapping[str, float],
-                  proxy: Mapping[str, Any]) -> tuple[float, str] | None:
-    """The feature's work after each side's last pass (seconds per request and sidecar) and where it came from."""
-    parts, said = [], []
+                  proxy: Mapping[str, Any]) -> tuple[WakeSplit, str] | None:
+    """The feature's work after each side's last pass and its CPU per wake (seconds per request and sidecar,
+    ``feature_wake``), and where they came from."""
+    points, said, counted = [], [], True
     for key, side in SIDECAR_SIDES.items():
         m = matched.get(key)
         if m is None:
             continue
-        booked = 2.0 * _held(proxy, side) * increment.get(side, 0.0)
-        parts.append(m.extra_s - booked)
+        held, step = _held(proxy, side), increment.get(side, 0.0)
+        for own, plain, sleeps in zip(m.with_feature_s, m.plain_s, m.sleeps or [None] * len(m.runs)):
+            counted = counted and sleeps is not None
+            points.append(WakePoint(own - plain, sleeps if sleeps is not None else 0.0, held, step))
         said.append(f"{key}: {np.mean(m.with_feature_s) * 1e3:.4g} ms CPU per request with {feature} against "
-                    f"{np.mean(m.plain_s) * 1e3:.4g} ms plain, of which its held increment books {booked * 1e3:.4g} ms")
-    if not parts:
+                    f"{np.mean(m.plain_s) * 1e3:.4g} ms plain, of which its held increment books "
+                    f"{PASSES * held * step * 1e3:.4g} ms")
+    if not points:
         return None
-    post = float(np.mean(parts))
+    found = split(points) if counted else split([replace(p, sleeps=0.0) for p in points])
     runs = sorted({r for key in SIDECAR_SIDES if key in matched for r in matched[key].runs})
-    return post, f"{'; '.join(said)} (runs {', '.join(runs)} and their plain twins at the same rate)"
+    return found, f"{'; '.join(said)} (runs {', '.join(runs)} and their plain twins at the same rate)"
 
 
 def collector(matched: Mapping[str, MatchedCpu]) -> tuple[float, str] | None:
@@ -152,15 +163,19 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
         return
     for name, block in features.items():
         matched = matched_cpu(name, runs)
-        post = post_response(name, matched, increments.get(name, {}), proxy)
-        if post is not None and post[0] > POST_FLOOR_S:
-            block["post_response"] = {"family": "deterministic", "value_ms": round(post[0] * 1e3, 4),
+        found = post_response(name, matched, increments.get(name, {}), proxy)
+        if found is None:
+            pass
+        elif found[0].post_s > POST_FLOOR_S:
+            block["post_response"] = {"family": "deterministic", "value_ms": round(found[0].post_s * 1e3, 4),
                                       "source": f"CPU per request and sidecar beyond the plain runs' and the held "
-                                                f"increment's, after each side's last pass: {post[1]}"}
-            notes.append(f"{name}: {post[0] * 1e3:.4g} ms of work after the response per request and sidecar")
-        elif post is not None:
-            notes.append(f"{name}: no CPU beyond its held increment ({post[0] * 1e3:.4g} ms per request and "
-                         f"sidecar): no post_response")
+                                                f"increment's, after each side's last pass: {found[1]}"}
+            notes.append(f"{name}: {found[0].post_s * 1e3:.4g} ms of work after the response per request and sidecar")
+        else:
+            notes.append(f"{name}: no CPU beyond its held increment and its wakes ({found[0].post_s * 1e3:.4g} ms "
+                         f"per request and sidecar): no post_response")
+        if found is not None:
+            _per_wake(name, block, found, increments.get(name, {}), notes)
         span = collector(matched)
         if span is not None and span[0] > 0 and _lab_only(matched[COLLECTOR_KEY], runs):
             block["collector"] = {
@@ -170,3 +185,32 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
                 "source": (f"the lab's span collector: one Python process ({COLLECTOR_WORKERS} worker: one "
                            f"interpreter lock) on the lab's one host ({LAB_NODE})")}
             notes.append(f"{name}: collector {span[0] * 1e3:.4g} ms CPU per span")
+
+
+def _per_wake(name: str, block: dict[str, Any], found: tuple[WakeSplit, str], increment: Mapping[str, float],
+              notes: list[str]) -> None:
+    """Write the feature's CPU per wake and keep of its latency increment per pass only the pass's own part."""
+    wake, where = found
+    if not wake.identified:
+        notes.append(f"{name}: CPU per wake not identified (no run of it with a different count of sleeps per "
+                     "request: its loaded rung): all its CPU per pass")
+        return
+    if wake.resume_cpu_s <= POST_FLOOR_S:
+        notes.append(f"{name}: no CPU per wake (its extra CPU per request does not fall with the workers' sleeps)")
+        return
+    block["resume_cpu_ms"] = round(wake.resume_cpu_s * 1e3, 5)
+    per_pass = block.get("per_pass")
+    kept = "of it kept per pass: the rest is the CPU of the wake before the pass (resume_cpu_ms)"
+    if isinstance(per_pass, dict) and "family" in per_pass:
+        share = wake.per_pass_share(float(np.mean(list(increment.values()))) if increment else 0.0)
+        block["per_pass"] = {**thinned(per_pass, share),
+                             "source": f"{per_pass.get('source', 'fitted')}; {share:.3g} {kept}"}
+    elif isinstance(per_pass, dict):  # one spec per pass kind: each side keeps its own share
+        for kind, spec in per_pass.items():
+            share = wake.per_pass_share(increment.get(pass_side(kind), 0.0))
+            per_pass[kind] = {**thinned(spec, share), "source": f"{spec.get('source', 'fitted')}; {share:.3g} {kept}"}
+    block["source"] = (f"{block.get('source', 'fitted')}; CPU per wake {wake.resume_cpu_s * 1e3:.4g} ms from its "
+                       f"extra CPU per request against its workers' sleeps per request (calibrate/load/"
+                       f"feature_wake.py): {where}")
+    notes.append(f"{name}: {wake.resume_cpu_s * 1e3:.4g} ms CPU per wake of its worker, taken from its latency "
+                 "increment per pass")

@@ -60,13 +60,12 @@ def sleep_points(runs: Sequence[Run], gaps: Mapping[str, RunGaps]) -> list[Sleep
     points = []
     for run in runs:
         seen = gaps.get(run.id)
-        duration = run.manifest.load.duration_s or run.result.duration_s
-        done = (run.result.actual_rps or run.rps or 0.0) * (duration or 0.0)
-        if seen is None or not done > 0:
+        if seen is None:
             continue
-        for key, sleeps in sorted(run.manifest.sleeps.items()):
-            if key in seen.gaps:
-                points.append(SleepPoint(run.id, key, sleeps / done, seen.gaps[key], seen.requests))
+        for key in sorted(run.manifest.sleeps):
+            measured = run.sleeps_per_request(key)
+            if key in seen.gaps and measured is not None:
+                points.append(SleepPoint(run.id, key, measured, seen.gaps[key], seen.requests))
     return points
 
 

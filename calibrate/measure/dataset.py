@@ -48,12 +48,19 @@ class Run:
 
     def cpu_per_request(self, key: str) -> float | None:
         """CPU seconds per completed request of process ``key`` over the run's window; None without a reading."""
-        seconds = self.manifest.cpu_seconds.get(key)
+        return self._per_request(self.manifest.cpu_seconds.get(key))
+
+    def sleeps_per_request(self, key: str) -> float | None:
+        """How often the worker threads of process ``key`` slept per completed request (``manifest.sleeps``: their
+        voluntary context switches over the CPU window); None where the run did not count them."""
+        return self._per_request(self.manifest.sleeps.get(key))
+
+    def _per_request(self, total: float | None) -> float | None:
         duration = self.manifest.load.duration_s or self.result.duration_s
         requests = self.result.actual_rps * duration if duration else 0.0
-        if seconds is None or not requests > 0 or not math.isfinite(requests):
+        if total is None or not requests > 0 or not math.isfinite(requests):
             return None
-        return seconds / requests
+        return total / requests
 
     @property
     def lab_host_cores(self) -> float | None:

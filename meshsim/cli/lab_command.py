@@ -206,7 +206,8 @@ def add_lab_calibrate_options(parser: argparse.ArgumentParser) -> None:
                             "what part of a proxy pass holds its worker")
     group.add_argument("--lab-no-load-ladder", action="store_true",
                        help="skip the baseline and both-sidecar runs with 16 connections at rising rates that show "
-                            "how a worker's CPU per request falls with load")
+                            "how a worker's CPU per request falls with load, and tracing's and mTLS's run at the "
+                            "lowest rung that splits their CPU per wake from their CPU per pass")
     group.add_argument("--lab-ladder-rates", default=",".join(f"{r:g}" for r in LADDER_RATES),
                        help="rps of the load ladder's rungs, comma list (default %(default)s); a rung the host does "
                             "not carry is kept as a measured capacity and adds one rung at 80%% of what it carried")

@@ -26,9 +26,10 @@ from meshsim.sim.engine.streams import Sampler, Streams
 def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy: ProxyModel | None = None,
                  service: Service | None = None, features: Sequence[Feature] = ()) -> Station:
     wakeup = proxy.wakeup if proxy else (service.wakeup if service else None)
-    if wakeup is not None and features:  # the features' code is cold too: their part of a cold wake
+    if wakeup is not None and features:  # the features' code is cold too, and has its own work per wake
         wakeup = replace(wakeup, delay=wakeup.delay + sum(f.cold_delay for f in features),
-                         cpu=wakeup.cpu + sum(f.cold_cpu for f in features))
+                         cpu=wakeup.cpu + sum(f.cold_cpu for f in features),
+                         resume_cpu=wakeup.resume_cpu + sum(f.resume_cpu for f in features))
     quota = CpuQuota(proxy.cpu_limit) if proxy is not None and proxy.cpu_limit is not None else None
     draw = streams.uniforms(f"{name}:wakeup") if wakeup is not None else None
     return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota)
