@@ -364,8 +364,10 @@ def _pick(I, F, st, servers, now):
 
 
 @jit_inline
-def book(I, F, B, st, now, work, server, post, timed):
-    """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``."""
+def book(I, F, B, st, now, work, server, post, timed, clock):
+    """Station._book: a job arriving at ``now``; the worker stays busy until its finish + ``post``. ``clock``: the
+    simulation's time, which is ``now`` but for work booked ahead (a span export at its pass's departure): the
+    node's cores forget only the intervals that ended before it (NodeCores.clock)."""
     servers = I[at(I, R_STI, st, ST_SERVERS)]
     if server < 0:
         server = 0 if servers == 1 else _pick(I, F, st, servers, now)
@@ -389,8 +391,8 @@ def book(I, F, B, st, now, work, server, post, timed):
     F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
     if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
-        finish = _cpu_run(I, F, st, start, held, now)
-        released = _cpu_run(I, F, st, finish, post, now) if post > 0 else finish
+        finish = _cpu_run(I, F, st, start, held, clock)
+        released = _cpu_run(I, F, st, finish, post, clock) if post > 0 else finish
     else:
         finish = start + held
         released = finish + post
@@ -451,14 +453,14 @@ def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
                 post_work += draw(I, B, int(F[p]))
     cpu = work * F[at(I, R_PXF, px, PX_FRACTION + side)]
     worker = _worker(I, F, B, px, conn, now)
-    departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True) + (work - cpu)
+    departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True, now) + (work - cpu)
     if recording(I):
         F[at(I, R_PXF, px, PX_DELAYED)] += work - cpu
     if last:
         for j in range(I[at(I, R_PXI, px, PX_NEXP)]):
             e = at(I, R_EXPORT, px, 3 * j)
             if F[e + 2] >= 1.0 or draw(I, B, uniform) < F[e + 2]:
-                book(I, F, B, int(F[e]), departure, 0.0, -1, draw(I, B, int(F[e + 1])), False)
+                book(I, F, B, int(F[e]), departure, 0.0, -1, draw(I, B, int(F[e + 1])), False, now)
     return departure
 
 
@@ -796,7 +798,7 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
             if I[o + k] >= 0:
                 F[at(I, R_PXF, I[o + k], PX_OPEN)] -= 1.0
     elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
-        pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True) - now
+        pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True, now) - now
     elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session
         seen = at(I, R_TLS, I[o + 1], 0)
         if I[seen] == 0:
