@@ -164,17 +164,8 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
     for name, block in features.items():
         matched = matched_cpu(name, runs)
         found = post_response(name, matched, increments.get(name, {}), proxy)
-        if found is None:
-            pass
-        elif found[0].post_s > POST_FLOOR_S:
-            block["post_response"] = {"family": "deterministic", "value_ms": round(found[0].post_s * 1e3, 4),
-                                      "source": f"CPU per request and sidecar beyond the plain runs' and the held "
-                                                f"increment's, after each side's last pass: {found[1]}"}
-            notes.append(f"{name}: {found[0].post_s * 1e3:.4g} ms of work after the response per request and sidecar")
-        else:
-            notes.append(f"{name}: no CPU beyond its held increment and its wakes ({found[0].post_s * 1e3:.4g} ms "
-                         f"per request and sidecar): no post_response")
         if found is not None:
+            _post_work(name, block, found, notes)
             _per_wake(name, block, found, increments.get(name, {}), notes)
         span = collector(matched)
         if span is not None and span[0] > 0 and _lab_only(matched[COLLECTOR_KEY], runs):
@@ -185,6 +176,19 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
                 "source": (f"the lab's span collector: one Python process ({COLLECTOR_WORKERS} worker: one "
                            f"interpreter lock) on the lab's one host ({LAB_NODE})")}
             notes.append(f"{name}: collector {span[0] * 1e3:.4g} ms CPU per span")
+
+
+def _post_work(name: str, block: dict[str, Any], found: tuple[WakeSplit, str], notes: list[str]) -> None:
+    """Write the feature's work after each side's last pass, when there is any."""
+    wake, where = found
+    if wake.post_s > POST_FLOOR_S:
+        block["post_response"] = {"family": "deterministic", "value_ms": round(wake.post_s * 1e3, 4),
+                                  "source": f"CPU per request and sidecar beyond the plain runs' and the held "
+                                            f"increment's, after each side's last pass: {where}"}
+        notes.append(f"{name}: {wake.post_s * 1e3:.4g} ms of work after the response per request and sidecar")
+    else:
+        notes.append(f"{name}: no CPU beyond its held increment and its wakes ({wake.post_s * 1e3:.4g} ms per "
+                     "request and sidecar): no post_response")
 
 
 def _per_wake(name: str, block: dict[str, Any], found: tuple[WakeSplit, str], increment: Mapping[str, float],
