@@ -167,8 +167,8 @@ class Feature:
     # what the feature adds to a proxy's cold wake (its code and data are cold too): delay and CPU, seconds
     cold_delay: float = 0.0
     cold_cpu: float = 0.0
-    # what the feature adds to every wake of a worker from idle, however short (its per-event work: a TLS read that
-    # finds the socket drained), seconds of CPU; requests that arrive while the worker is busy share it
+    # what the feature adds to every wake of a worker from idle, however short, seconds of CPU: requests that arrive
+    # while the worker is busy share it (mTLS in the lab: its extra CPU falls with the requests a wake finds)
     resume_cpu: float = 0.0
     # part of the fitted passes: every calibration run had it on, so turning it off is not identified (refused)
     fixed: bool = False
