@@ -116,7 +116,7 @@ def _held(proxy: Mapping[str, Any], side: str) -> float:
     return float(own.get("cpu_fraction", proxy.get("cpu_fraction", 1.0)))
 
 
-def post_response(feature: str, matched: Mapping[str, MatchedCpu], increment: Mapping[str, float],
+def split_extra_cpu(feature: str, matched: Mapping[str, MatchedCpu], increment: Mapping[str, float],
                   proxy: Mapping[str, Any]) -> tuple[WakeSplit, str] | None:
     """The feature's work after each side's last pass and its CPU per wake (seconds per request and sidecar,
     ``feature_wake``), and where they came from."""
@@ -134,7 +134,9 @@ def post_response(feature: str, matched: Mapping[str, MatchedCpu], increment: Ma
                     f"{PASSES * held * step * 1e3:.4g} ms")
     if not points:
         return None
-    found = split(points) if counted else split([replace(p, sleeps=0.0) for p in points])
+    if not counted:  # a run without its sleeps cannot place its point: no spread, the split is not identified
+        points = [replace(p, sleeps=0.0) for p in points]
+    found = split(points)
     runs = sorted({r for key in SIDECAR_SIDES if key in matched for r in matched[key].runs})
     return found, f"{'; '.join(said)} (runs {', '.join(runs)} and their plain twins at the same rate)"
 
@@ -163,7 +165,7 @@ def apply_feature_cpu(features: dict[str, Any], proxy: Mapping[str, Any] | None,
         return
     for name, block in features.items():
         matched = matched_cpu(name, runs)
-        found = post_response(name, matched, increments.get(name, {}), proxy)
+        found = split_extra_cpu(name, matched, increments.get(name, {}), proxy)
         if found is not None:
             _post_work(name, block, found, notes)
             _per_wake(name, block, found, increments.get(name, {}), notes)

@@ -5,8 +5,9 @@ work per pass: the held part of its latency increment on each of the sidecar's t
 after the response. In the lab that holds for tracing (about 0.16 ms more per request at one connection and at 16)
 but not for mTLS: 0.07-0.10 ms more per request at one connection, where every pass wakes its worker, and under
 5 us more at 16 connections and 1 500 rps, where a worker sleeps 0.35-0.45 times per request
-(measurements/lab-heldout-2026-11-27). mTLS costs per wake: the worker's TLS state is touched once per event loop
-turn, not once per request. Booked per pass, a chain with mTLS under load was given 20-60 % too much sidecar CPU.
+(measurements/lab-heldout-2026-11-27). Booked per pass, a chain with mTLS below saturation was given 20-60 % too
+much sidecar CPU. (At host saturation mTLS costs nothing measurable even at 0.9 sleeps per request: per wake is
+the better booking below saturation, not the whole mechanism.)
 
 The runs that counted their workers' sleeps (``manifest.sleeps``) separate the two. Per matched run, with ``w`` its
 sidecar's sleeps per request, ``h`` the side's held fraction and ``m`` the feature's latency increment per pass:
