@@ -1,5 +1,6 @@
-"""What ``fit_runs`` adds to a model beyond the passes, each from the runs that show it: the held fraction of a
-pass (bursts, by simulation), the network hop's tail (baseline runs, by simulation) and memory (recorded RSS).
+"""What ``fit_runs`` adds to a model beyond the passes, each from the runs that show it: the cluster's wake-up and the
+graded share of the proxies' (by simulation), the held fraction of a pass (bursts, by simulation), the network hop's
+tail (baseline runs, by simulation) and memory (recorded RSS).
 Each step writes its part into the model dict with its source, or a note saying why it could not."""
 
 from __future__ import annotations
@@ -9,9 +10,28 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.load import memory_fit
+from meshsim.calibrate.load.graded_share import add_graded_share
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.errors import MeshsimError
 from meshsim.progress import Progress
+
+
+def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], usable: Sequence[Run], notes: list[str],
+                      report_progress: Progress, network_hop: bool) -> None:
+    """Measured capacities (``saturated``: the saturated runs left out of the fit), the cluster's wake-up and the
+    graded share of the proxies' (before the burst replays that need them), each side's held fraction, the
+    cluster's network hop."""
+    if saturated:
+        model["calibration"]["saturated_runs"] = saturated
+    add_cluster_wakeup(model, usable, notes, report_progress)
+    add_graded_share(model, usable, notes, report_progress)
+    add_held_fraction(model, usable, notes, report_progress)
+    if network_hop:
+        add_network_hop(model, usable, notes, report_progress)
+    if model.get("cluster"):
+        model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
+                                      "this model use them in place of the topology's (predict --cluster topology "
+                                      "keeps the topology's)")
 
 
 def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:

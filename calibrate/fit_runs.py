@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from meshsim.calibrate.load import load_dependence, side_cpu
 from meshsim.calibrate.load.collector_wake import add_collector_wakeup
 from meshsim.calibrate.load.feature_cpu import apply_feature_cpu, feature_increments
-from meshsim.calibrate.fit_beyond_passes import add_cluster_wakeup, add_held_fraction, add_memory, add_network_hop
+from meshsim.calibrate.fit_beyond_passes import add_beyond_passes, add_memory
 from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
@@ -182,7 +182,7 @@ def fit_runs(
     batch = load_runs(run_dirs, progress=report_progress)
     check_fit_names(mesh, batch.runs, default_features, feature_descriptions or {})
     summary = FitSummary(mesh, None, [], errors=list(batch.errors))
-    usable = _same_payload(_usable_runs(batch.runs, include_flagged, summary), summary, report_progress)
+    usable = _same_payload(fittable_runs(batch.runs, include_flagged, summary), summary, report_progress)
     ref_rps, ref_runs, other_runs = _choose_group(usable)
     if other_runs:
         report_progress(f"reference rate {ref_rps} rps, one connection; {len(other_runs)} other runs (other rates or more "
@@ -203,7 +203,7 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description, connection_balance)
-    _add_beyond_passes(model, batch.runs, usable, summary.notes, report_progress, network_hop)
+    add_beyond_passes(model, saturated_runs(batch.runs, usable), usable, summary.notes, report_progress, network_hop)
     # after the held fractions, which decide how much of a feature's increment is already CPU
     apply_feature_cpu(model.get("features") or {}, model.get("proxy"), feature_increments(decomp), usable,
                       summary.notes)
@@ -224,10 +224,13 @@ def fit_runs(
     return summary
 
 
-def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary) -> list[Run]:
+def fittable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary) -> list[Run]:
     """The runs to fit: every ok run, and the flagged ones too with ``include_flagged`` (each flag is reported)."""
     usable = []
     for run in runs:
+        if "delay=" in run.manifest.load.url:  # the passes are deconvolved from the baseline: a leaf's wait is not in it
+            summary.flagged.append(f"{run.id}: its leaf apps wait (delay= in {run.manifest.load.url}) -> not fitted")
+            continue
         if run.status != "ok":
             why = "; ".join(run.quality.reasons) or f"manifest status {run.manifest.status}"
             verdict = "FITTED (--include-flagged)" if include_flagged else "not fitted (use --include-flagged)"
@@ -239,23 +242,6 @@ def _usable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary
         problems = "; ".join(summary.errors + summary.flagged) or "no run folders given"
         raise MeshsimError(f"meshsim fit: no usable runs ({problems})")
     return usable
-
-
-def _add_beyond_passes(model: dict[str, Any], runs: Sequence[Run], usable: Sequence[Run], notes: list[str],
-                       report_progress: Progress, network_hop: bool) -> None:
-    """What the runs show beyond the passes: measured capacities, the cluster's wake-up (before the burst replays
-    that need it), each side's held fraction, the cluster's network hop."""
-    saturated = saturated_runs(runs, usable)
-    if saturated:
-        model["calibration"]["saturated_runs"] = saturated
-    add_cluster_wakeup(model, usable, notes, report_progress)
-    add_held_fraction(model, usable, notes, report_progress)
-    if network_hop:
-        add_network_hop(model, usable, notes, report_progress)
-    if model.get("cluster"):
-        model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
-                                      "this model use them in place of the topology's (predict --cluster topology "
-                                      "keeps the topology's)")
 
 
 def saturated_runs(runs: Sequence[Run], usable: Sequence[Run]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -44,6 +45,10 @@ class Setup:
     payload_bytes: int = 0
 
 
+_DELAY = re.compile(r"[?&]delay=([^&]*)")  # fortio echo's delay query parameter
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
 @dataclass(frozen=True)
 class LoadSettings:
     """How the load generator was driven (fortio's own flags where it was fortio)."""
@@ -57,6 +62,19 @@ class LoadSettings:
     nocatchup: bool = False
     resolution_s: float | None = None
     url: str = ""
+
+    @property
+    def leaf_delay_s(self) -> float:
+        """The wait fortio echo's ``delay=`` in the URL puts in every leaf app's answer (0 without one). Raises
+        ModelError for a distribution of delays (``delay=1ms:50,5ms:10``): only one Go duration is one wait."""
+        found = _DELAY.search(self.url)
+        if not found:
+            return 0.0
+        match = re.fullmatch(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s)", found.group(1))
+        if match is None:
+            raise ModelError(f"load.url: delay={found.group(1)}: one Go duration (e.g. 10ms) is one wait per "
+                             "request; a distribution of delays is not")
+        return float(match.group(1)) * _GO_UNITS[match.group(2)]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from meshsim.distributions import Distribution
+from meshsim.distributions import Deterministic, Distribution
 from meshsim.distribution_spec import distribution_at
 from meshsim.errors import FieldError, ModelError
 from meshsim.handler_steps import (  # noqa: F401 (the step types are re-exported: part of a topology)
@@ -142,6 +142,13 @@ class Topology:
                 or not 0 <= response_bytes <= MAX_MESSAGE_BYTES:
             raise FieldError("payload_bytes", f"must be an integer in [0, {MAX_MESSAGE_BYTES}], got {response_bytes!r}")
         services = {n: replace(s, response_bytes=response_bytes) for n, s in self.services.items()}
+        return replace(self, services=services)
+
+    def with_leaf_delay(self, seconds: float) -> "Topology":
+        """Every leaf service (one that calls none) waits ``seconds`` per request before it answers, holding no
+        core (fortio echo's ``delay``: a timer in the request's goroutine)."""
+        services = {n: replace(s, handler=s.handler + (Delay(Deterministic(seconds)),)) if not s.callees() else s
+                    for n, s in self.services.items()}
         return replace(self, services=services)
 
     def on_one_host(self, cores: float, per_core_queues: bool = False) -> "Topology":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from meshsim.distributions import MS
 
@@ -41,6 +42,11 @@ class WakeUp:
     resume CPU, no cold wake (it never slept), and the time it lingered is CPU of the process. A pass arriving later
     pays the whole linger as CPU, then the wake; only the time it slept (the idle gap less the linger) counts
     toward a cold wake. Linger 0 is a worker that blocks the moment it goes idle.
+
+    ``graded`` is the share of the cold cost that is not an event but state decaying while the thread sleeps and
+    others run (its caches, TLB and branch history overwritten line by line): every wake pays ``graded x p(g)`` of
+    ``delay`` and ``cpu``, and the rest stays a lottery. Both have the same mean; the graded part has no spread, so
+    a lower rate moves the median as much as the tail (graded 1), where the lottery moves only the tail (graded 0).
     """
 
     delay: float
@@ -49,6 +55,7 @@ class WakeUp:
     resume_cpu: float = 0.0
     shape: float = 1.0
     linger: float = 0.0
+    graded: float = 0.0
 
     def slept(self, idle: float) -> float:
         """How long a worker idle for ``idle`` seconds slept (0: it was still lingering when the pass came)."""
@@ -59,6 +66,15 @@ class WakeUp:
             return 0.0
         return -math.expm1(-((idle / self.tau) ** self.shape))
 
+    def cold_share(self, slept: float, draw: Callable[[], float]) -> float:
+        """How much of a cold wake (``delay`` and ``cpu``) a wake after ``slept`` seconds pays: the graded share
+        ``graded x p`` every time, the rest all or nothing with probability p (a lottery, drawn)."""
+        p = self.probability(slept)
+        if self.graded >= 1.0:
+            return p
+        lottery = 1.0 if draw() < p else 0.0
+        return self.graded * p + (1.0 - self.graded) * lottery
+
     def to_spec(self) -> dict[str, float]:
         spec = {"delay_ms": self.delay / MS, "tau_ms": self.tau / MS, "cpu_ms": self.cpu / MS,
                 "resume_cpu_ms": self.resume_cpu / MS}
@@ -66,6 +82,8 @@ class WakeUp:
             spec["shape"] = self.shape
         if self.linger:
             spec["linger_us"] = self.linger / US
+        if self.graded:
+            spec["graded"] = self.graded
         return spec
 
 
@@ -75,12 +93,12 @@ def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section.has("max_ms"):
         raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
                          "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
-    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "source",
-                             "linger_source", "fit", "note"))
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "graded", "source",
+                             "linger_source", "graded_source", "fit", "note"))
     if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
         raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
                          "resume_cpu_ms)")
     shape = section.number("shape", 1.0, strictly_positive=True, maximum=MAX_SHAPE)
     return WakeUp(section.number("delay_ms", 0.0) * MS, section.number("tau_ms", strictly_positive=True) * MS,
                   section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS, shape,
-                  section.number("linger_us", 0.0) * US)
+                  section.number("linger_us", 0.0) * US, section.number("graded", 0.0, maximum=1.0))

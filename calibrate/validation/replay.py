@@ -28,7 +28,7 @@ from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
 from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
-from meshsim.errors import MeshsimError
+from meshsim.errors import MeshsimError, ModelError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.mesh import mesh_from_data
@@ -308,6 +308,14 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
     settings = ReplaySettings(sim_duration_s, replications, seed, processes, per_core_queues)
     topo, base_ids, notes = topology_for(model, run, runs, topology, settings)
+    try:
+        delay = run.manifest.load.leaf_delay_s
+    except ModelError as exc:
+        raise CannotReplay(f"the run's {exc}") from None
+    if delay:
+        topo = topo.with_leaf_delay(delay)
+        notes.append(f"the leaf apps wait {delay * 1e3:g} ms per request (fortio echo delay= in the run's URL), "
+                     "holding no core")
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
     return Replay(replay_options(model, run, topo, derived, notes, settings), tuple(notes)), base_ids
 

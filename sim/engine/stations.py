@@ -195,7 +195,7 @@ class Station:
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     jobs: int = 0
-    cold_wakes: int = 0
+    cold_wakes: float = 0.0  # cold wakes while recording (a graded cost counts the share each wake paid)
     recording: bool = False
     # where the time of recorded jobs went (seconds, summed): waiting for a worker, waking it, the job's own work,
     # and waiting for the node's cores or the CPU quota while running (the time-breakdown of a prediction)
@@ -251,11 +251,12 @@ class Station:
             lingered = now - free - slept  # its loop kept running after its work: CPU of the process, not the pass's
             if slept > 0.0:
                 wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
-                if self._wake_next() < wake.probability(slept):
-                    wake_delay = wake.delay  # exit latency: the thread is not running yet, not CPU
-                    wake_cpu += wake.cpu  # the cold start itself runs on the worker
+                cold = wake.cold_share(slept, self._wake_next)
+                if cold > 0.0:
+                    wake_delay = wake.delay * cold  # exit latency: the thread is not running yet, not CPU
+                    wake_cpu += wake.cpu * cold  # the cold start itself runs on the worker
                     if recording:
-                        self.cold_wakes += 1
+                        self.cold_wakes += cold
         start = (now if free <= now else free) + wake_delay
         self.last_start = start + wake_cpu  # the thread is switched in before its own code reads the job
         held = work + wake_cpu

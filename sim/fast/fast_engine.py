@@ -164,7 +164,7 @@ def _write_back(system: System, lowering: Lowering, layout: Layout) -> None:
     st_i, st_f, busy = layout.view(K.R_STI), layout.view(K.R_STF), layout.view(K.R_BUSY)
     for k, station in enumerate(lowering.station_list):
         station.busy = busy[k, :station.servers].tolist()
-        station.jobs, station.cold_wakes = int(st_i[k, K.ST_JOBS]), int(st_i[k, K.ST_COLD])
+        station.jobs, station.cold_wakes = int(st_i[k, K.ST_JOBS]), float(st_f[k, K.ST_COLD])
         station.waited, station.woke = float(st_f[k, K.ST_WAITED]), float(st_f[k, K.ST_WOKE])
         station.worked, station.cpu_waited = float(st_f[k, K.ST_WORKED]), float(st_f[k, K.ST_CPUWAIT])
     px_i, px_f = layout.view(K.R_PXI), layout.view(K.R_PXF)

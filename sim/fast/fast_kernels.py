@@ -128,8 +128,10 @@ STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B
 SLOW_FACTOR, SLOW_BUSY, SLOW_TURN = range(3)
 
 # station columns (int / float)
-ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS, ST_COLD = range(7)
-ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER = range(11)
+ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
+# (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share)
+(ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER,
+ ST_GRADED, ST_COLD) = range(13)
 # proxy columns
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
@@ -382,11 +384,14 @@ def book(I, F, B, st, now, work, server, post, timed, clock):
         lingered = now - free - slept
         if slept > 0.0:
             wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
-            if draw(I, B, wake) < -math.expm1(-(slept / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)]):
-                wake_delay = F[at(I, R_STF, st, ST_DELAY)]
-                wake_cpu += F[at(I, R_STF, st, ST_CPU)]
+            p = -math.expm1(-(slept / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)])
+            graded = F[at(I, R_STF, st, ST_GRADED)]  # WakeUp.cold_share: graded x p always, the rest a lottery
+            cold = p if graded >= 1.0 else graded * p + (1.0 - graded) * (1.0 if draw(I, B, wake) < p else 0.0)
+            if cold > 0.0:
+                wake_delay = F[at(I, R_STF, st, ST_DELAY)] * cold
+                wake_cpu += F[at(I, R_STF, st, ST_CPU)] * cold
                 if rec:
-                    I[at(I, R_STI, st, ST_COLD)] += 1
+                    F[at(I, R_STF, st, ST_COLD)] += cold
     start = (now if free <= now else free) + wake_delay
     F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
@@ -702,8 +707,8 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 # Row widths the code fixes (-1: the scenario sets it; read from I's header). A constant width makes ``at`` a load
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
-    R_STREAM: 2, R_STI: 7, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 11,
+    R_STREAM: 2, R_STI: 6, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 13,
     R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: 3, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row

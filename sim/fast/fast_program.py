@@ -299,7 +299,7 @@ def station_arrays(lowering: Lowering) -> tuple:
     stations = lowering.station_list
     width = max(s.servers for s in stations) if stations else 1
     n = max(len(stations), 1)
-    st_i = np.zeros((n, 7), dtype=np.int64)
+    st_i = np.zeros((n, K.WIDTHS[K.R_STI]), dtype=np.int64)
     st_f = np.zeros((n, K.WIDTHS[K.R_STF]))
     for k, s in enumerate(stations):
         st_i[k, K.ST_SERVERS], st_i[k, K.ST_PINNED] = s.servers, int(s.pinned)
@@ -311,6 +311,7 @@ def station_arrays(lowering: Lowering) -> tuple:
             st_f[k, K.ST_DELAY], st_f[k, K.ST_TAU], st_f[k, K.ST_CPU], st_f[k, K.ST_RESUME] = \
                 w.delay, w.tau, w.cpu, w.resume_cpu
             st_f[k, K.ST_SHAPE], st_f[k, K.ST_LINGER] = w.shape, w.linger
+            st_f[k, K.ST_GRADED] = w.graded
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
     quota_tag = np.full((n, K.QUOTA_RING), -1, dtype=np.int64)
