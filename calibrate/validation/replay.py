@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
+from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
 from meshsim.catalog import chain_length, load_topology
@@ -37,7 +38,7 @@ from meshsim.topology import Topology, topology_from_data
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
                  "client-lb": "both"}
 LB_OF_PATH = {"proxy-lb": "proxy"}
-HOP_CV = 0.5  # assumed spread of one forwarding app hop: only its mean is identified by a baseline chain run
+HOP_CV = 0.5  # a forwarding hop step's spread where no baseline run's percentiles fit it (hop_spread)
 _LB = re.compile(r"^lb(\d+)$")
 
 
@@ -98,17 +99,18 @@ def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
 
 
 def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
-                   hop_source: str, app_cpu_ms: float | None = None, wake: WakeSplit | None = None) -> Topology:
+                   hop_source: str, app_cpu_ms: float | None = None, wake: WakeSplit | None = None,
+                   hop_cv: float = HOP_CV) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
 
     ``app_cpu_ms``: the forwarding apps' measured CPU per request; that part of the hop holds the app's core and the
     rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU. ``wake``: that CPU split into
     work per request (the compute steps) and CPU per wake (the app's ``wakeup.resume_cpu``, paid when a job finds its
-    worker idle: per request at a low rate, per batch near saturation)."""
+    worker idle: per request at a low rate, per batch near saturation). ``hop_cv``: each step's spread."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
     wake = _on_hop(hop_mean_ms, app_cpu_ms, wake)
-    handler = _hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake)
+    handler = hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake, hop_cv)
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
@@ -123,13 +125,13 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
                               f"<{full}: derived from baseline runs>")
 
 
-def _hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None,
-                wake: WakeSplit | None = None) -> tuple[list[dict], list[dict]]:
+def hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None,
+                wake: WakeSplit | None = None, cv: float = HOP_CV) -> tuple[list[dict], list[dict]]:
     """The steps before and after a forwarding app's calls: half its CPU (its work per request, with ``wake``) each,
-    and half the rest of the hop as delays."""
+    and half the rest of the hop as delays, each lognormal with coefficient of variation ``cv``."""
     def half(mean_ms: float, what: str) -> dict[str, Any]:
-        return {"family": "lognormal", "mean_ms": max(mean_ms / 2, 1e-4), "cv": HOP_CV,
-                "source": f"half of {what} ({hop_source}); cv {HOP_CV} assumed"}
+        return {"family": "lognormal", "mean_ms": max(mean_ms / 2, 1e-4), "cv": cv,
+                "source": f"half of {what} ({hop_source}); cv {cv:g}"}
 
     if wake is not None:
         cpu = {"compute": half(wake.work_ms, f"the forwarding apps' work per request, {wake.work_ms:.4f} ms")}
@@ -250,21 +252,27 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
               f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
     cpu = forwarding_cpu_ms(base, graph)
     if cpu is None:
-        return graph_topology(model, name, graph, hop, source, None), (base.id,), [
-            source, "no CPU readings of the forwarding apps: the whole hop is booked as their CPU"]
-    notes = [source, f"the forwarding apps burn {cpu:.4f} ms CPU per request in {base.id}: " + (
-        "the rest of the hop holds no core" if cpu < hop else "more than the hop lasts: the whole hop is their CPU")]
+        cv, spread = fit_hop_cv(model["calibration"]["baseline"], base, leaves, forwarders, hop,
+                                lambda c: hop_halves(hop, source, None, None, c))
+        return graph_topology(model, name, graph, hop, source, None, hop_cv=cv), (base.id,), [
+            source, f"forwarding hop spread: {spread}", "no CPU readings of the forwarding apps: the whole hop is "
+            "booked as their CPU"]
+    cv, spread = fit_hop_cv(model["calibration"]["baseline"], base, leaves, forwarders, hop,
+                            lambda c: hop_halves(hop, source, cpu, None, c))
+    notes = [source, f"forwarding hop spread: {spread}", f"the forwarding apps burn {cpu:.4f} ms CPU per request in "
+             f"{base.id}: " + ("the rest of the hop holds no core" if cpu < hop else "more than the hop lasts: the "
+                               "whole hop is their CPU")]
     loaded = [b for b in bases if b.manifest.load.connections > fewest and forwarding_cpu_ms(b, graph) is not None]
     if not loaded:
         notes.append(f"no loaded baseline {name} run (more connections than {fewest}): the apps' CPU per request is "
                      "one constant at every rate")
-        return graph_topology(model, name, graph, hop, source, cpu), (base.id,), notes
-    wake = _wake_split(model, name, graph, hop, source, base, _nearest_in_time(loaded, run), settings)
+        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv), (base.id,), notes
+    wake = _wake_split(model, name, graph, hop, source, base, _nearest_in_time(loaded, run), settings, cv)
     if isinstance(wake, str):
         notes.append(wake)
-        return graph_topology(model, name, graph, hop, source, cpu), (base.id,), notes
+        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv), (base.id,), notes
     notes.append(wake.source + ("" if cpu <= hop else f" (x {hop / cpu:.3f}: within the hop)"))
-    return graph_topology(model, name, graph, hop, source, cpu, wake), wake.source_runs, notes
+    return graph_topology(model, name, graph, hop, source, cpu, wake, cv), wake.source_runs, notes
 
 
 _SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
@@ -272,17 +280,17 @@ MAX_SPLITS = 64
 
 
 def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: float, source: str, low: Run,
-                loaded: Run, settings: ReplaySettings) -> WakeSplit | str:
+                loaded: Run, settings: ReplaySettings, hop_cv: float) -> WakeSplit | str:
     """The forwarding apps' CPU split into work and CPU per wake from ``low`` and ``loaded`` (cached: every held-out
     run of one validation derives its chain from the same pair)."""
     cpu_low, cpu_loaded = forwarding_cpu_ms(low, graph), forwarding_cpu_ms(loaded, graph)
     assert cpu_low is not None and cpu_loaded is not None
     digest = hashlib.sha1(json.dumps(model, sort_keys=True, default=str).encode()).hexdigest()
-    key = (digest, low.id, loaded.id, str(settings.seed))
+    key = (digest, low.id, loaded.id, str(settings.seed), str(hop_cv))
 
     def replayer(run: Run, work_ms: float, resume_ms: float) -> PredictOptions:
         wake = WakeSplit(work_ms, resume_ms, "a candidate split", (low.id, loaded.id))
-        topology = graph_topology(model, name, graph, hop, source, cpu_low, wake)
+        topology = graph_topology(model, name, graph, hop, source, cpu_low, wake, hop_cv)
         mesh = mesh_from_data(model, "<model>")
         return replay_options(model, run, topology, True, [], settings).with_changes(mesh=mesh)
 
