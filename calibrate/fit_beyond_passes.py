@@ -16,8 +16,8 @@ from meshsim.errors import MeshsimError
 from meshsim.progress import Progress
 
 
-def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], usable: Sequence[Run], notes: list[str],
-                      report_progress: Progress, network_hop: bool) -> None:
+def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], usable: Sequence[Run],
+                      notes: list[str], report_progress: Progress, network_hop: bool) -> None:
     """Measured capacities (``saturated``: the saturated runs left out of the fit), the cluster's wake-up and the
     graded share of the proxies' (before the burst replays that need them), each side's held fraction, the
     cluster's network hop."""

@@ -22,7 +22,7 @@ from meshsim.calibrate.fit.fit_inputs import check_fit_names, check_identified
 from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import spec_with_meta
-from meshsim.errors import MeshsimError
+from meshsim.errors import MeshsimError, ModelError
 from meshsim.outputs import check_file, check_folder
 from meshsim.progress import Progress
 
@@ -203,7 +203,8 @@ def fit_runs(
     summary.decomposition = decomp
     model = _assemble(mesh, decomp, extra, usable, n_workers, ref_rps, other_runs, summary.notes, summary.flagged,
                       default_features, feature_descriptions, version, description, connection_balance)
-    add_beyond_passes(model, saturated_runs(batch.runs, usable), usable, summary.notes, report_progress, network_hop)
+    add_beyond_passes(model, saturated_runs(batch.runs, usable), usable, summary.notes, report_progress,
+                      network_hop)
     # after the held fractions, which decide how much of a feature's increment is already CPU
     apply_feature_cpu(model.get("features") or {}, model.get("proxy"), feature_increments(decomp), usable,
                       summary.notes)
@@ -224,11 +225,18 @@ def fit_runs(
     return summary
 
 
+def _leaf_waits(run: Run) -> bool:
+    try:
+        return run.manifest.load.leaf_delay_s > 0
+    except ModelError:  # a distribution of delays: waits too
+        return True
+
+
 def fittable_runs(runs: Sequence[Run], include_flagged: bool, summary: FitSummary) -> list[Run]:
     """The runs to fit: every ok run, and the flagged ones too with ``include_flagged`` (each flag is reported)."""
     usable = []
     for run in runs:
-        if "delay=" in run.manifest.load.url:  # the passes are deconvolved from the baseline: a leaf's wait is not in it
+        if _leaf_waits(run):  # the passes are deconvolved from the baseline: a leaf's wait is not in it
             summary.flagged.append(f"{run.id}: its leaf apps wait (delay= in {run.manifest.load.url}) -> not fitted")
             continue
         if run.status != "ok":

@@ -43,10 +43,11 @@ class WakeUp:
     pays the whole linger as CPU, then the wake; only the time it slept (the idle gap less the linger) counts
     toward a cold wake. Linger 0 is a worker that blocks the moment it goes idle.
 
-    ``graded`` is the share of the cold cost that is not an event but state decaying while the thread sleeps and
-    others run (its caches, TLB and branch history overwritten line by line): every wake pays ``graded x p(g)`` of
-    ``delay`` and ``cpu``, and the rest stays a lottery. Both have the same mean; the graded part has no spread, so
-    a lower rate moves the median as much as the tail (graded 1), where the lottery moves only the tail (graded 0).
+    ``graded`` is the share of the cold cost that every wake pays in part instead of a few wakes paying all of it:
+    ``graded x p(g)`` of ``delay`` and ``cpu`` on every wake, the rest a lottery. Both have the same mean; the graded
+    part has no spread, so a lower rate moves the median as much as the tail (graded 1), where the lottery moves only
+    the tail (graded 0). The lab's one-connection runs move both (a cost that grows with every sleep, as state that
+    decays while the thread sleeps would; measured: the shape, not its cause).
     """
 
     delay: float

@@ -2,13 +2,15 @@
 
 The wake-up fit (``cold_wake``) works on means -- latency and CPU per request at several rates -- which fix the
 cold cost, tau and how many cold wakes each rate's idle gaps bring, but not their spread: a cost that some wakes
-pay in full (a lottery: a deep idle state, a descheduled vCPU) and one that every wake pays in part (caches and
-TLB decaying while others run) have the same mean. The percentiles tell them apart. At one connection a lower
+pay in full (a lottery: a deep idle state, a descheduled vCPU) and one that every wake pays in part (a cost that
+grows with every sleep) have the same mean. The percentiles tell them apart. At one connection a lower
 rate leaves each worker idle longer; a lottery then moves the tail and leaves the median, a graded cost moves
 both. Each plain one-connection sidecar run is replayed with the fitted model at each graded share of GRID, with
 common random numbers, and the share whose p50/p75/p90/p99 match every run best (least squares on relative
 errors) is kept (``proxy.wakeup.graded``). Runs at one rate only, or at rates too close to differ in idle gaps,
-leave it unidentified: the lottery (0) is kept and the model says so.
+leave it unidentified: the lottery (0) is kept and the model says so. (The passes were decomposed with the
+reference rate's cold wakes as a lottery; at that rate they are few -- 0.03 per request and proxy in the lab -- so the
+passes hardly depend on the form.)
 """
 
 from __future__ import annotations
