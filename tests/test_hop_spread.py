@@ -30,7 +30,7 @@ def test_a_known_spread_is_recovered_from_the_percentiles(truth: float) -> None:
     assert scores[truth] < min(s for cv, s in scores.items() if cv != truth)
 
 
-def test_the_hop_keeps_its_mean_whatever_its_spread() -> None:
+def test_a_wider_hop_has_a_lower_median_and_a_longer_tail() -> None:
     narrow = simulated_quantiles(BASELINE, 1, 2, 0.23, _steps, 0.25, seed=1)
     wide = simulated_quantiles(BASELINE, 1, 2, 0.23, _steps, 3.0, seed=1)
     assert narrow[0] > wide[0] and narrow[-1] < wide[-1]  # a wider hop: lower median, longer tail

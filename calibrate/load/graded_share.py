@@ -19,7 +19,7 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -90,12 +90,15 @@ def simulated_quantiles(model: dict[str, Any], run: Run, work: Path, seed: int) 
     return tuple(float(v) * 1e3 for v in np.quantile(result.latencies, LEVELS))
 
 
+def _has_cold_cost(wakeup: Mapping[str, Any] | None) -> bool:
+    return bool(wakeup) and bool(float(wakeup.get("cpu_ms", 0.0)) or float(wakeup.get("delay_ms", 0.0)))
+
+
 def fit_graded_share(model: dict[str, Any], runs: Sequence[Run], seed: int = 1,
                      progress: Progress | None = None) -> GradedShareFit | None:
     """The graded share of ``model``'s proxy cold wake-up, or None when it is not identified (no cold cost, or
     the one-connection sidecar runs do not span idle gaps far enough apart)."""
-    wakeup = (model.get("proxy") or {}).get("wakeup") or {}
-    if not float(wakeup.get("cpu_ms", 0.0)) and not float(wakeup.get("delay_ms", 0.0)):
+    if not _has_cold_cost((model.get("proxy") or {}).get("wakeup")):
         return None
     chosen = share_runs(runs)
     gaps = [1.0 / float(r.rps or 1.0) for r in chosen]
@@ -123,14 +126,14 @@ def add_graded_share(model: dict[str, Any], runs: Sequence[Run], notes: list[str
     """Write the graded share of the proxies' cold wake-up into ``model`` where the runs identify it (a note
     either way when the model has a cold cost)."""
     wakeup = (model.get("proxy") or {}).get("wakeup")
-    if not wakeup:
+    if not _has_cold_cost(wakeup):
         return
     fit = fit_graded_share(model, runs, progress=progress)
     if fit is None:
-        if float(wakeup.get("cpu_ms", 0.0)) or float(wakeup.get("delay_ms", 0.0)):
-            notes.append("proxy cold wake-up kept a lottery (graded 0): no plain one-connection sidecar runs at rates "
-                         f"{MIN_GAP_RATIO:g}x apart tell a graded cost from a lottery")
+        notes.append("proxy cold wake-up kept a lottery (graded 0): no plain one-connection sidecar runs at rates "
+                     f"{MIN_GAP_RATIO:g}x apart tell a graded cost from a lottery")
         return
+    assert wakeup is not None
     if fit.share:
         wakeup["graded"] = fit.share
     wakeup["graded_source"] = fit.source()

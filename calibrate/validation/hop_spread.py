@@ -16,11 +16,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from meshsim.calibrate.fit.observations import from_result
+from meshsim.calibrate.load.baseline_wake import LEVELS
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.distribution_spec import parse_distribution
 
 CV_GRID = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
-LEVELS = (0.5, 0.75, 0.9, 0.99)
 SAMPLES = 100_000
 
 Steps = Callable[[float], tuple[list[dict[str, Any]], list[dict[str, Any]]]]  # cv -> a hop's steps before/after

@@ -251,14 +251,11 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
     source = (f"mean forwarding hop {hop:.4f} ms = (mean of baseline run {base.id} - {leaves} x the mean of the "
               f"model's calibration.baseline) / {forwarders} forwarding apps (calls are sequential)")
     cpu = forwarding_cpu_ms(base, graph)
+    cv, spread = _hop_spread(model, base, leaves, forwarders, hop, source, cpu)
     if cpu is None:
-        cv, spread = fit_hop_cv(model["calibration"]["baseline"], base, leaves, forwarders, hop,
-                                lambda c: hop_halves(hop, source, None, None, c))
         return graph_topology(model, name, graph, hop, source, None, hop_cv=cv), (base.id,), [
             source, f"forwarding hop spread: {spread}", "no CPU readings of the forwarding apps: the whole hop is "
             "booked as their CPU"]
-    cv, spread = fit_hop_cv(model["calibration"]["baseline"], base, leaves, forwarders, hop,
-                            lambda c: hop_halves(hop, source, cpu, None, c))
     notes = [source, f"forwarding hop spread: {spread}", f"the forwarding apps burn {cpu:.4f} ms CPU per request in "
              f"{base.id}: " + ("the rest of the hop holds no core" if cpu < hop else "more than the hop lasts: the "
                                "whole hop is their CPU")]
@@ -277,6 +274,24 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
 
 _SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
 MAX_SPLITS = 64
+_SPREADS: dict[tuple[str, ...], tuple[float, str]] = {}  # one hop spread per model and baseline run
+
+
+def _digest(model: Mapping[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(model, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _hop_spread(model: Mapping[str, Any], base: Run, leaves: int, forwarders: int, hop: float, source: str,
+                cpu: float | None) -> tuple[float, str]:
+    """The hop's cv fitted to ``base`` (cached: every held-out run of one validation derives its chain from the
+    same baseline run)."""
+    key = (_digest(model), base.id)
+    if key not in _SPREADS:
+        if len(_SPREADS) >= MAX_SPLITS:  # a long-lived process (the app) validating many models
+            _SPREADS.clear()
+        _SPREADS[key] = fit_hop_cv(model["calibration"]["baseline"], base, leaves, forwarders, hop,
+                                   lambda c: hop_halves(hop, source, cpu, None, c))
+    return _SPREADS[key]
 
 
 def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: float, source: str, low: Run,
@@ -285,8 +300,7 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
     run of one validation derives its chain from the same pair)."""
     cpu_low, cpu_loaded = forwarding_cpu_ms(low, graph), forwarding_cpu_ms(loaded, graph)
     assert cpu_low is not None and cpu_loaded is not None
-    digest = hashlib.sha1(json.dumps(model, sort_keys=True, default=str).encode()).hexdigest()
-    key = (digest, low.id, loaded.id, str(settings.seed), str(hop_cv))
+    key = (_digest(model), low.id, loaded.id, str(settings.seed), str(hop_cv))
 
     def replayer(run: Run, work_ms: float, resume_ms: float) -> PredictOptions:
         wake = WakeSplit(work_ms, resume_ms, "a candidate split", (low.id, loaded.id))
