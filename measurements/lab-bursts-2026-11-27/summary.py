@@ -1,0 +1,53 @@
+"""Tables of this folder's README from its validation texts: per burst run, measured and predicted p50/p99, and the
+server sidecar's own view (Envoy's histogram) measured and predicted.
+
+    python summary.py validation.txt [validation-c1-c16.txt]
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+RUN = re.compile(r"^(lab-single-(\S+?)-q1000-c(\d+)-b1024-\S+)\s+(FIT|HELD-OUT)")
+ROW = re.compile(r"^\s+(p50|p99) ms\s+([\d.]+)\s+([\d.]+)\s+([+-]\d+)%")
+VIEW = re.compile(r"server/sidecar inbound \(the proxy's own histogram.*?\): p50 ([\d.]+) ms in .*? measured, "
+                  r"([\d.]+) predicted.*?p99 ([\d.]+) ms in .*? measured, ([\d.]+) predicted")
+
+
+def read(path: Path) -> dict[str, dict[str, str]]:
+    runs: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in path.read_text().splitlines():
+        if m := RUN.match(line):
+            current = runs.setdefault(m.group(1), {"mode": m.group(2), "c": m.group(3),
+                                                   "round": "", "role": m.group(4)})
+        elif current is not None and (m := ROW.match(line)):
+            current[m.group(1)] = f"{m.group(2)} / {m.group(3)} ({m.group(4)} %)"
+        elif current is not None and (m := VIEW.search(line)):
+            current["view"] = f"{m.group(1)} / {m.group(2)}, {m.group(3)} / {m.group(4)}"
+    return runs
+
+
+def rounds(folder: Path) -> dict[str, str]:
+    """Which round (folder) each run id is in."""
+    return {run.name: sub.name for sub in folder.glob("round*") for run in sub.iterdir()}
+
+
+def main(paths: list[str]) -> None:
+    where = rounds(Path(__file__).parent)
+    for path in paths:
+        runs = read(Path(path))
+        print(f"\n{path}\n")
+        print("| mode | c | round | p50 measured / predicted | p99 measured / predicted | "
+              "server sidecar's own view: p50, p99 measured / predicted (ms) |")
+        print("|---|---|---|---|---|---|")
+        order = sorted(runs.items(), key=lambda kv: (kv[1]["mode"], int(kv[1]["c"]), where.get(kv[0], "")))
+        for run, row in order:
+            print(f"| {row['mode']} | {row['c']} | {where.get(run, '?')} | {row.get('p50', '-')} | "
+                  f"{row.get('p99', '-')} | {row.get('view', '-')} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["validation.txt"])
