@@ -1,12 +1,16 @@
 """Tables of this folder's README from its validation texts: per burst run, measured and predicted p50/p99, and the
-server sidecar's own view (Envoy's histogram) measured and predicted.
+server sidecar's own view (Envoy's histogram) measured and predicted; then how long fortio took to send each burst
+(the spread of its requests' start times within a burst, from the access logs).
 
     python summary.py validation.txt [validation-c1-c16.txt]
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -49,5 +53,26 @@ def main(paths: list[str]) -> None:
                   f"{row.get('p99', '-')} | {row.get('view', '-')} |")
 
 
+def send_spreads(folder: Path) -> None:
+    """Per run with 16 or more connections: the median over its bursts of the time between the first and the last
+    request's start (fortio's access-log timestamp; a gap over 3 ms starts a new burst)."""
+    print("\n| run | bursts | send spread p50 (ms) |\n|---|---|---|")
+    for log in sorted(folder.glob("round*/lab-single-*-c*/access.jsonl.gz")):
+        connections = int(re.search(r"-c(\d+)-", log.parent.name).group(1))
+        if connections < 16:
+            continue
+        starts = sorted(json.loads(line)["timestamp"] / 1e6 for line in gzip.open(log))
+        bursts, current = [], [starts[0]]
+        for t in starts[1:]:
+            if t - current[-1] > 3.0:
+                bursts.append(current)
+                current = []
+            current.append(t)
+        bursts.append(current)
+        full = [b[-1] - b[0] for b in bursts if len(b) >= 0.9 * connections]
+        print(f"| {log.parent.parent.name}/{log.parent.name[:44]} | {len(full)} | {statistics.median(full):.2f} |")
+
+
 if __name__ == "__main__":
     main(sys.argv[1:] or ["validation.txt"])
+    send_spreads(Path(__file__).parent)
