@@ -25,8 +25,7 @@ def read(path: Path) -> dict[str, dict[str, str]]:
     current: dict[str, str] | None = None
     for line in path.read_text().splitlines():
         if m := RUN.match(line):
-            current = runs.setdefault(m.group(1), {"mode": m.group(2), "c": m.group(3),
-                                                   "round": "", "role": m.group(4)})
+            current = runs.setdefault(m.group(1), {"mode": m.group(2), "c": m.group(3)})
         elif current is not None and (m := ROW.match(line)):
             current[m.group(1)] = f"{m.group(2)} / {m.group(3)} ({m.group(4)} %)"
         elif current is not None and (m := VIEW.search(line)):
@@ -55,7 +54,8 @@ def main(paths: list[str]) -> None:
 
 def send_spreads(folder: Path) -> None:
     """Per run with 16 or more connections: the median over its bursts of the time between the first and the last
-    request's start (fortio's access-log timestamp; a gap over 3 ms starts a new burst)."""
+    request's start (fortio's access-log timestamp, the request's start: within a burst they spread over about
+    1.5 ms where the latencies spread over 10 ms and more; a gap over 3 ms starts a new burst)."""
     print("\n| run | bursts | send spread p50 (ms) |\n|---|---|---|")
     for log in sorted(folder.glob("round*/lab-single-*-c*/access.jsonl.gz")):
         connections = int(re.search(r"-c(\d+)-", log.parent.name).group(1))
