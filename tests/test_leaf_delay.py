@@ -73,9 +73,10 @@ def test_the_fit_leaves_a_run_with_a_leaf_delay_out() -> None:
     assert fittable_runs([run, plain], True, summary) == [plain]
     assert "leaf apps wait" in summary.flagged[0]
     assert replace(run.manifest.load, url="").leaf_delay_s == 0.0
-    def with_url(r: Any, url: str) -> Any:
-        return replace(r, manifest=replace(r.manifest, load=replace(r.manifest.load, url=url)))
-
-    spread = with_url(run, run.manifest.load.url.replace("delay=10ms", "delay=1ms:50,5ms:10"))
-    relabelled = with_url(plain, plain.manifest.load.url + "&xdelay=10ms")  # another parameter: no wait
+    spread = _with_url(run, run.manifest.load.url.replace("delay=10ms", "delay=1ms:50,5ms:10"))
+    relabelled = _with_url(plain, plain.manifest.load.url + "&xdelay=10ms")  # another parameter: no wait
     assert fittable_runs([spread, relabelled], True, FitSummary("m", None, [])) == [relabelled]
+
+
+def _with_url(run: Any, url: str) -> Any:
+    return replace(run, manifest=replace(run.manifest, load=replace(run.manifest.load, url=url)))

@@ -5,8 +5,9 @@ app) once per leaf and one forwarding hop per forwarding app. Its mean gives the
 percentiles give the hop's spread. The hop's steps (lognormal halves of its CPU and of its wait) are sampled with each
 coefficient of variation of CV_GRID beside the leaves' baselines, shifted to the hop's mean, and the cv whose
 p50/p75/p90/p99 match the run best (least squares on relative errors) is kept. At one connection nothing queues, so
-the sum is what a replay of the run gives. The lab's Go forwarding apps are heavy-tailed: cv 1.5 in chain3, chain5
-and Bookinfo alike, where 0.5 had been assumed and their baselines' p99 came out 42-47 % low.
+the sum is what a replay of the run gives. The lab's Go forwarding apps are heavy-tailed: cv 1 in chain3, chain5
+and Bookinfo alike (measurements/lab-heldout-2026-11-27), where 0.5 had been assumed and their baselines' p99 came
+out 29-36 % low.
 """
 
 from __future__ import annotations
