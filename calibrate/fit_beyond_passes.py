@@ -1,6 +1,6 @@
 """What ``fit_runs`` adds to a model beyond the passes, each from the runs that show it: the cluster's wake-up and the
 graded share of the proxies' (by simulation), the held fraction of a pass (bursts, by simulation), the network hop's
-tail (baseline runs, by simulation) and memory (recorded RSS).
+tail (baseline runs, by simulation), memory (recorded RSS) and how the runs drove fortio.
 Each step writes its part into the model dict with its source, or a note saying why it could not."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.load import memory_fit
+from meshsim.calibrate.fit.run_load import runs_load_block
 from meshsim.calibrate.load.graded_share import add_graded_share
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.errors import MeshsimError
@@ -28,6 +29,11 @@ def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], us
     add_held_fraction(model, usable, notes, report_progress)
     if network_hop:
         add_network_hop(model, usable, notes, report_progress)
+    block, why = runs_load_block(usable)
+    if block is not None:
+        model.setdefault("cluster", {})["load"] = block
+    else:
+        notes.append(why)
     if model.get("cluster"):
         model["cluster"]["source"] = ("the calibration cluster's own runs (each entry says which): predictions with "
                                       "this model use them in place of the topology's (predict --cluster topology "

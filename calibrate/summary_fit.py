@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from meshsim.calibrate.fit.bounded_search import Param, minimise
 from meshsim.calibrate.fit.model_file import write_model
+from meshsim.calibrate.fit.run_load import load_block
 from meshsim.calibrate.fit.row_simulation import RowSettings, RowSimulator, log_errors
 from meshsim.calibrate.measure.summary_rows import SummaryRow, read_rows
 from meshsim.errors import MeshsimError
@@ -208,6 +209,10 @@ def fit_summary_rows(paths: Sequence[str | Path], mesh: str, out: str | Path | N
         "proxy_workers": settings.workers, "requests_per_row": settings.requests, "seed": settings.seed,
         "connection_balances_tried": list(balances), "reference_mode": reference_mode,
         "source": "given to meshsim fit --rows (how the rows' runs were made, which the rows do not say)"}
+    fit.model.setdefault("cluster", {})["load"] = load_block(
+        settings.fortio_version, settings.fortio_warmup, settings.jitter, settings.uniform,
+        "how the rows' runs drove fortio, given to meshsim fit --rows (calibration.row_settings); a prediction whose "
+        "fortio differs says so")
     if out is not None:
         fit.out = write_model(fit.model, out)
     return fit

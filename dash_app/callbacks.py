@@ -112,7 +112,8 @@ class Callbacks:
         )
         progress_text = ("all points computed" if view.complete
                          else f"computing: {view.done} of {view.total} points")
-        notes = self.sweeper.features.ignored(scenario.meshes, scenario.features, scenario.features_off)
+        notes = [*self.sweeper.features.ignored(scenario.meshes, scenario.features, scenario.features_off),
+                 *report.scenario_warnings(view.curves)]
         message = "\n".join([*view.errors, *(f"note: {n}" for n in notes)])
         return (
             figures.latency_figure(view.curves, measured), figures.utilization_figure(view.curves),

@@ -46,6 +46,16 @@ def table_rows(curves: Mapping[str, Curve]) -> list[dict[str, Any]]:
     return rows
 
 
+def scenario_warnings(curves: Mapping[str, Curve]) -> list[str]:
+    """The warnings every computed point of a mesh's curve carries (about the scenario, not one rate: a fortio load
+    driven unlike the model's calibration runs, say), once per mesh."""
+    out = []
+    for mesh, curve in curves.items():
+        sets = [set(p.get("warnings") or ()) for _rate, p in curve]
+        out += [f"{mesh}: {w}" for w in sorted(set.intersection(*sets))] if sets else []
+    return out
+
+
 def rows_to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")

@@ -6,6 +6,11 @@ facts of the cluster, not of the topology a user draws, and a topology file's va
 (``single``'s cross-node hop was fitted on one cluster, its wake-up on another). A mesh model fitted from a
 cluster's runs carries them in its ``cluster:`` block, and a prediction with that model uses them in place of the
 topology's (``PredictOptions.cluster = "mesh"``, the default; ``"topology"`` keeps the topology as written).
+
+How the cluster's runs drove their load (fortio's warm-up, -jitter, -uniform) is a fact of those runs too, and one
+that moves a prediction at many connections (a shared listener hands the connections of a one-after-another
+warm-up to one worker; synchronised connections fire bursts that -jitter spreads). A prediction's load is the user's
+to choose, so it is not replaced: a prediction whose fortio differs says so, with the flags that match the runs.
 """
 
 from __future__ import annotations
@@ -14,20 +19,60 @@ from dataclasses import dataclass, replace
 
 from meshsim.distribution_spec import distribution_at
 from meshsim.distributions import Distribution
+from meshsim.errors import FieldError, ModelError
+from meshsim.fortio_warmup import WARMUP_MODES, warmup_mode
 from meshsim.topology import Topology
 from meshsim.wakeup import WakeUp, parse_wakeup
+from meshsim.workload import Load
 from meshsim.yamlio import Section
 
 CLUSTER_CHOICES = ("mesh", "topology")  # whose network hop and app wake-up a prediction uses
 
 
+WARMUP_WORDS = {"parallel": "all connections at once", "sequential": "one connection after another",
+                "none": "none (-exactly)"}
+
+
+@dataclass(frozen=True)
+class LoadFacts:
+    """How the cluster's runs drove fortio: its warm-up (``version``'s, or the runs' flag), -jitter, -uniform."""
+
+    warmup: str
+    jitter: bool
+    uniform: bool
+    version: str = ""
+    source: str = ""
+
+    def unlike(self, load: Load) -> str:
+        """'' when ``load`` drives fortio as the runs did (or is not fortio); else what differs and the flags that
+        match the runs."""
+        driving = load.fortio_driving()
+        if driving is None:
+            return ""
+        warmup, jitter, uniform = driving
+        differs, flags = [], []
+        if warmup != self.warmup:
+            differs.append(f"warm-up {WARMUP_WORDS[self.warmup]} there, {WARMUP_WORDS[warmup]} here")
+            flags.append(f"--fortio-version {self.version}" if self.version else f"--fortio-warmup {self.warmup}")
+        for name, theirs, ours in (("jitter", self.jitter, jitter), ("uniform", self.uniform, uniform)):
+            if theirs != ours:
+                differs.append(f"-{name} {'on' if theirs else 'off'} there")
+                flags.append(f"--{name}" if theirs else f"drop --{name}")
+        if not differs:
+            return ""
+        return (f"fortio is driven unlike the calibration cluster's runs ({'; '.join(differs)}): "
+                f"{', '.join(flags)} to predict those runs")
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
-    """``cross_node``: one hop between two nodes; ``wakeup``: every app's idle wake-up on the cluster's nodes."""
+    """``cross_node``: one hop between two nodes; ``wakeup``: every app's idle wake-up on the cluster's nodes;
+    ``load``: how the cluster's runs drove fortio."""
 
     cross_node: Distribution | None = None
     wakeup: WakeUp | None = None
     source: str = ""
+    load: LoadFacts | None = None
 
     def applied_to(self, topology: Topology) -> Topology:
         """``topology`` on this cluster: its cross-node hop and every service's wake-up replaced where measured."""
@@ -43,6 +88,34 @@ class ClusterFacts:
 def parse_cluster(section: Section | None) -> ClusterFacts | None:
     if section is None:
         return None
-    section.reject_unknown(("cross_node", "wakeup", "source", "note", "fit"))
+    section.reject_unknown(("cross_node", "wakeup", "load", "source", "note", "fit"))
     return ClusterFacts(distribution_at(section, "cross_node", required=False),
-                        parse_wakeup(section.section("wakeup", required=False)), str(section.get("source", "")))
+                        parse_wakeup(section.section("wakeup", required=False)), str(section.get("source", "")),
+                        parse_load_facts(section.section("load", required=False)))
+
+
+def parse_load_facts(section: Section | None) -> LoadFacts | None:
+    if section is None:
+        return None
+    section.reject_unknown(("generator", "version", "warmup", "jitter", "uniform", "source", "note"))
+    generator = section.get("generator", "fortio")
+    if generator != "fortio":
+        raise ModelError(f"{section.key('generator')}: only fortio runs are described (got {generator!r})")
+    version = section.get("version")
+    warmup = section.get("warmup")
+    if version is None and warmup is None:
+        raise ModelError(f"{section.key('version')}: give the runs' fortio version or their warm-up "
+                         f"({', '.join(WARMUP_MODES)})")
+    try:
+        mode = warmup_mode(str(version), warmup) if version is not None else warmup_mode("1.68.2", warmup)
+    except FieldError as exc:
+        raise ModelError(f"{section.key('warmup' if warmup is not None else 'version')}: {exc.problem}") from None
+    return LoadFacts(mode, _flag(section, "jitter"), _flag(section, "uniform"), str(version or ""),
+                     str(section.get("source", "")))
+
+
+def _flag(section: Section, key: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise ModelError(f"{section.key(key)}: expected true or false, got {value!r}")
+    return value

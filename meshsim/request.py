@@ -116,16 +116,17 @@ def build_scenario_of(options: PredictOptions) -> Scenario:
     mesh = mesh.with_proxy_overrides(options.proxy_workers, options.proxy_cpu_limit)
     if options.cluster not in CLUSTER_CHOICES:
         raise FieldError("cluster", f"unknown value {options.cluster!r} (known: {', '.join(CLUSTER_CHOICES)})")
-    cluster_source = ""
+    cluster_source, cluster_load = "", None
     if options.cluster == "mesh" and mesh.cluster is not None:
         topology = mesh.cluster.applied_to(topology)
         cluster_source = f"mesh model {mesh.name!r}: {mesh.cluster.source}".rstrip(": ")
+        cluster_load = mesh.cluster.load
     features = tuple(options.features)
     if options.scope == "none" and any(not f.startswith("no-") for f in features):
         raise FieldError("features", f"{', '.join(features)} cannot apply with scope 'none' (nobody has a proxy: the "
                                      "baseline runs without the mesh and its features)")
     scenario = build_scenario(topology, mesh, () if options.scope == "none" else features, options.lb, options.scope)
-    return replace(scenario, cluster_source=cluster_source)
+    return replace(scenario, cluster_source=cluster_source, cluster_load=cluster_load)
 
 
 def build_load(options: PredictOptions) -> Load:

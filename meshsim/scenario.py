@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meshsim.cluster_facts import LoadFacts
 from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel
 from meshsim.topology import Topology
@@ -25,6 +26,7 @@ class Scenario:
     lb: str = "client"
     scope: str = "both"
     cluster_source: str = ""  # where the cluster facts applied to the topology come from ('': the topology's own)
+    cluster_load: LoadFacts | None = None  # how the calibration cluster's runs drove fortio (applied: none)
 
     @property
     def meshed(self) -> bool:

@@ -120,6 +120,10 @@ class LoadKind:
         """Why the achieved rate fell short of the rate asked for, when the generator itself caps it."""
         return None
 
+    def fortio_driving(self) -> tuple[str, bool, bool] | None:
+        """How a fortio load drives its connections (warm-up, -jitter, -uniform); None for other generators."""
+        return None
+
     def described(self) -> dict[str, Any]:
         """The load as the prediction's ``inputs`` record it."""
         described: dict[str, Any] = {"model": type(self).__name__}
@@ -192,6 +196,9 @@ class FortioLoad(LoadKind):
     @property
     def warmup_mode(self) -> str:
         return warmup_mode(self.version, self.warmup)
+
+    def fortio_driving(self) -> tuple[str, bool, bool] | None:
+        return self.warmup_mode, self.jitter, self.uniform
 
     def shortfall(self, achieved_rps: float) -> str | None:
         if achieved_rps < 0.95 * self.rps:

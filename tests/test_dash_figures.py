@@ -242,3 +242,14 @@ def test_proxy_views_figure_says_why_it_is_empty():
     none_bars = next(t for t in mixed.data if t.name == "none p50")
     assert list(none_bars.y) == [figures.END_TO_END]
     assert any(a.text == figures.NO_PROXY_VIEWS for a in mixed.layout.annotations)
+
+
+def test_a_warning_of_every_point_is_said_once_per_mesh_and_one_rates_is_not():
+    about_load = "fortio is driven unlike the calibration cluster's runs"
+    curves = {
+        "istio-1.2": [(500.0, {"warnings": [about_load]}),
+                      (3000.0, {"warnings": ["saturated: offered 3000 rps is above the capacity", about_load]})],
+        "istio": [(500.0, {"warnings": []}), (3000.0, {"warnings": ["saturated: offered 3000 rps"]})],
+        "none": [],
+    }
+    assert report.scenario_warnings(curves) == [f"istio-1.2: {about_load}"]

@@ -295,6 +295,9 @@ def _summarise(request: PredictRequest, horizon: Horizon, results: list[Replicat
     in_flight = float(np.mean([r.in_flight for r in results]))
     warnings: list[str] = [cut.warning()] if cut.warning() else []
     load = workload.load
+    unlike = scenario.cluster_load.unlike(load) if scenario.cluster_load is not None else ""
+    if unlike:
+        warnings.append(unlike)
     behind = bool(results) and fell_behind(results)  # an open load's answers falling behind what it sends
     saturated = _unstable(results) or (bool(util) and util[bottleneck] >= 0.99) or behind
     shortfall = load.shortfall(achieved.value)

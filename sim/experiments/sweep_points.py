@@ -144,8 +144,9 @@ def _sweep_points(points: list[SweepPoint], writer: Callable[[pd.DataFrame], Non
         report_progress(len(rows), len(points))
         finished = runner([points[i].options for i in todo], todo, client if client is not None else processes)
         for index, row in finished:
-            rows[index] = row
-            cache.put(keys[index], row)
+            with interrupts_deferred():  # a point reaches the output only with its cache entry (the resume needs it)
+                cache.put(keys[index], row)
+                rows[index] = row
             report_progress(len(rows), len(points))
     except KeyboardInterrupt:
         interrupted = f"interrupted after {len(rows)} of {len(points)} points"
