@@ -303,6 +303,7 @@ def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: 
                            "the payload of the runs" + ("" if balance == "hash" else f"; connection_balance "
                            f"{balance}: given to meshsim fit (--connection-balance), a fact of the proxy's version"))
     proxy["connection_balance"] = balance
+    proxy["loopback_in_passes"] = True  # a mode's latency beyond the baseline's: the app-sidecar hops included
     if "proxy.pass" in comps:
         spec = _spec(comps["proxy.pass"], decomp.runs_of["proxy.pass"], "one pass of the sidecar proxy")
         proxy["passes"] = {k: spec for k in ("inbound_request", "inbound_response", "outbound_request",

@@ -110,12 +110,5 @@ def parse_load_facts(section: Section | None) -> LoadFacts | None:
         mode = warmup_mode(str(version), warmup) if version is not None else warmup_mode("1.68.2", warmup)
     except FieldError as exc:
         raise ModelError(f"{section.key('warmup' if warmup is not None else 'version')}: {exc.problem}") from None
-    return LoadFacts(mode, _flag(section, "jitter"), _flag(section, "uniform"), str(version or ""),
+    return LoadFacts(mode, section.boolean("jitter"), section.boolean("uniform"), str(version or ""),
                      str(section.get("source", "")))
-
-
-def _flag(section: Section, key: str) -> bool:
-    value = section.get(key, False)
-    if not isinstance(value, bool):
-        raise ModelError(f"{section.key(key)}: expected true or false, got {value!r}")
-    return value

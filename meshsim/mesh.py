@@ -109,6 +109,9 @@ class ProxyModel:
     idle_cores: float = 0.0
     # a sidecar side's own held fraction and post-response work, where calibration measured them per side
     sides: Mapping[str, SideCpu] = field(default_factory=dict)
+    # the passes were fitted as a mode's latency beyond its baseline's (meshsim fit): they hold the loopback hops
+    # between an app and its sidecar, which a prediction then must not add again
+    loopback_in_passes: bool = False
 
     @property
     def accept_window_s(self) -> float:
@@ -248,7 +251,7 @@ def _sides(s: Section, pass_kinds: tuple[str, ...]) -> dict[str, SideCpu]:
 def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
     s.reject_unknown(("kind", "placement", "dispatch", "connection_balance", "accept_window_ms", "workers", "cpu_limit",
                       "header_bytes", "per_kb_ms", "passes", "post_response", "wakeup", "memory", "policy",
-                      "cpu_fraction", "idle_millicores", "sides", *_META))
+                      "cpu_fraction", "idle_millicores", "sides", "loopback_in_passes", *_META))
     cpu_fraction = _fraction(s)
     passes_sec = s.section("passes")
     assert passes_sec is not None
@@ -272,6 +275,7 @@ def _proxy(s: Section, pass_kinds: tuple[str, ...]) -> ProxyModel:
         cpu_fraction=cpu_fraction,
         idle_cores=s.number("idle_millicores", 0.0, maximum=1000.0 * MAX_WORKERS) / 1000.0,
         sides=_sides(s, pass_kinds),
+        loopback_in_passes=s.boolean("loopback_in_passes"),
     )
 
 

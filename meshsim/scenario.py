@@ -67,4 +67,6 @@ def build_scenario(topology: Topology, mesh: MeshModel, features: tuple[str, ...
         raise FieldError("lb", f"proxy: mesh model {mesh.name!r} ({mesh.origin}) has no load_balancer section")
     # the baseline bypasses every proxy, and with them every feature (the mesh's defaults too)
     active = () if scope == "none" else resolve_features(mesh, tuple(features))
+    if mesh.proxy is not None and mesh.proxy.loopback_in_passes:
+        topology = topology.without_loopback()
     return Scenario(topology, mesh, active, lb, scope)

@@ -151,6 +151,10 @@ class Topology:
                     for n, s in self.services.items()}
         return replace(self, services=services)
 
+    def without_loopback(self) -> "Topology":
+        """The hops between an app and its sidecar take no time of their own (a mesh model's passes hold them)."""
+        return replace(self, network=replace(self.network, loopback=Deterministic(0.0)))
+
     def on_one_host(self, cores: float, per_core_queues: bool = False) -> "Topology":
         """The lab: the client, every app and every proxy on one machine sharing its cores.
 

@@ -215,6 +215,12 @@ class Section:
             raise ModelError(f"{self.key(name)}: expected text, got {value!r}")
         return value
 
+    def boolean(self, name: str, default: bool = False) -> bool:
+        value = self.get(name, default)
+        if not isinstance(value, bool):
+            raise ModelError(f"{self.key(name)}: expected true or false, got {value!r}")
+        return value
+
     def reject_unknown(self, known: tuple[str, ...]) -> None:
         for name in self.data:
             if name not in known:

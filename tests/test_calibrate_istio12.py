@@ -18,6 +18,7 @@ import pytest
 from meshsim.calibrate.fit.mode_check import check_runs
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.fit.model_file import read_model
+from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import simulate_runs
 from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.catalog import load_mesh
@@ -119,3 +120,33 @@ def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
     assert last.startswith("meshsim: error: meshsim fit: no usable runs") and str(tmp_path / "nope") in last
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_a_prediction_adds_no_app_sidecar_hop_the_fitted_passes_already_hold(model_path: Path,
+                                                                                tmp_path: Path) -> None:
+    """The passes are a mode's latency beyond its baseline's, hops between app and sidecar included
+    (``proxy.loopback_in_passes``): a prediction on the pipeline's topology adds none. The same model with the flag
+    off adds the topology's loopback hop twice per sidecar (into it and back)."""
+    import yaml
+
+    from meshsim.catalog import load_topology
+    from meshsim.sim.experiments.predict import predict
+
+    data = read_model(model_path)
+    assert data["proxy"]["loopback_in_passes"] is True
+    data["proxy"]["loopback_in_passes"] = False
+    without = tmp_path / "hops-again.yaml"
+    without.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def mean(mesh: str, scope: str) -> float:
+        return predict(topology="single", mesh=mesh, rps=1000, load="fortio", connections=1, scope=scope,
+                       features=("no-telemetry",), fortio_version="1.3.1", duration_s=20.0, warmup_s=0.0,
+                       replications=2, processes=1, seed=4, saturation=False).to_dict()["latency_ms"]["mean"]
+
+    hop_ms = load_topology("single").network.loopback.mean * 1e3
+    added = {scope: mean(str(without), scope) - mean("istio-1.2", scope) for scope in ("server", "both")}
+    assert added["server"] == pytest.approx(2 * hop_ms, rel=0.25)  # the server's sidecar: app in and out
+    assert added["both"] == pytest.approx(4 * hop_ms, rel=0.25)  # and the client's: fortio to it and back
+    measured = {r.manifest.setup.path: from_result(r.result).mean * 1e3 for r in load_runs([RUNS]).runs
+                if r.manifest.load.connections == 1 and not r.manifest.setup.features}
+    assert mean("istio-1.2", "server") == pytest.approx(measured["server-sidecar"], rel=0.05)
