@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from meshsim.distribution_spec import distribution_at
 from meshsim.distributions import Distribution
 from meshsim.errors import FieldError, ModelError
-from meshsim.fortio_warmup import WARMUP_MODES, warmup_mode
+from meshsim.fortio_warmup import DEFAULT_VERSION, WARMUP_MODES, warmup_mode
 from meshsim.topology import Topology
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.workload import Load
@@ -107,7 +107,7 @@ def parse_load_facts(section: Section | None) -> LoadFacts | None:
         raise ModelError(f"{section.key('version')}: give the runs' fortio version or their warm-up "
                          f"({', '.join(WARMUP_MODES)})")
     try:
-        mode = warmup_mode(str(version), warmup) if version is not None else warmup_mode("1.68.2", warmup)
+        mode = warmup_mode(str(version), warmup) if version is not None else warmup_mode(DEFAULT_VERSION, warmup)
     except FieldError as exc:
         raise ModelError(f"{section.key('warmup' if warmup is not None else 'version')}: {exc.problem}") from None
     return LoadFacts(mode, section.boolean("jitter"), section.boolean("uniform"), str(version or ""),
