@@ -314,11 +314,7 @@ def _feature(name: str, s: Section) -> Feature:
     sampling = s.number("sampling", 1.0)
     if sampling > 1:
         raise ModelError(f"{s.key('sampling')}: a fraction in [0, 1], got {sampling}")
-    default = s.get("default", False)
-    fixed = s.get("fixed", False)
-    for key, value in (("default", default), ("fixed", fixed)):
-        if not isinstance(value, bool):
-            raise ModelError(f"{s.key(key)}: expected true or false, got {value!r}")
+    default, fixed = s.boolean("default"), s.boolean("fixed")
     if fixed and not default:
         raise ModelError(f"{s.key('fixed')}: a fixed feature is part of the fitted passes, so it must be default: true")
     feature = Feature(name, default, _per_pass(s), s.number("per_kb_ms", 0.0, maximum=MAX_PER_KB_MS) * MS,

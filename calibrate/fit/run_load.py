@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
-from meshsim.errors import FieldError
 from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version, warmup_mode
 
 
@@ -33,11 +32,7 @@ def runs_load_block(runs: Sequence[Run]) -> tuple[dict[str, Any] | None, str]:
     ways = set()
     for run in runs:
         load = run.manifest.load
-        try:
-            version = checked_version(run.result.version)
-        except FieldError:
-            version = None
-        ways.add((version, run.result.warmup, bool(load.jitter), bool(load.uniform)))
+        ways.add((checked_version(run.result.version), run.result.warmup, bool(load.jitter), bool(load.uniform)))
     if len(ways) > 1:
         return None, (f"the {len(runs)} runs drove fortio in {len(ways)} ways (version, warm-up, -jitter, -uniform): "
                       "no cluster.load written")
