@@ -74,8 +74,7 @@ def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list
     burst runs (the held fraction) then see the baseline a burst really has."""
     from meshsim.calibrate.load.baseline_wake import fit_baseline_wake
 
-    with tempfile.TemporaryDirectory(prefix="meshsim-wake-") as work:
-        fit = fit_baseline_wake(model, usable, Path(work), progress=report_progress)
+    fit = fit_baseline_wake(model, usable, progress=report_progress)
     if fit is None:
         notes.append("cluster.wakeup not fitted: no two baseline runs at idle gaps far enough apart")
         return

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from meshsim.errors import FieldError, ModelError
+from meshsim.errors import FieldError
 from meshsim.mesh import MeshModel, mesh_from_data
 from meshsim.topology import Topology, chain_topology, topology_from_data
-from meshsim.yamlio import input_file_problem, read_yaml
+from meshsim.yamlio import content_hash, input_file_problem, parse_model_bytes, read_model_bytes
 
 _CHAIN = re.compile(r"^chain(\d+)$")
 T = TypeVar("T")
+# Models already read, by what they were read as and the digest of their bytes. A fit replays hundreds of
+# candidates, each loading the same few files (the "none" mesh, a calibration topology): parsing them again was a
+# fifth of a lab fit's time. An edited file has other bytes and is read afresh; the models are frozen, so one object
+# can serve every caller.
+LOADED_MODELS: OrderedDict[tuple[Callable[..., Any], str, str], Any] = OrderedDict()
+LOADED_KEPT = 128
 
 
 def _dir(kind: str) -> Path:
@@ -52,13 +59,25 @@ def _read_file(ref: str, field: str, from_data: Callable[[Any, str, str], T]) ->
     problem = input_file_problem(path)
     if problem:
         raise FieldError(field, f"file {ref} {problem}")
-    data, digest = read_yaml(path)
-    return from_data(data, str(path), digest)
+    return _load(path, str(path), from_data)
 
 
 def _read_builtin(path: Path, kind: str, from_data: Callable[[Any, str, str], T]) -> T:
-    data, digest = read_yaml(path)
-    return from_data(data, f"models/{kind}/{path.name}", digest)
+    return _load(path, f"models/{kind}/{path.name}", from_data)
+
+
+def _load(path: Path, where: str, from_data: Callable[[Any, str, str], T]) -> T:
+    raw = read_model_bytes(path)
+    digest = content_hash(raw)
+    key = (from_data, where, digest)
+    if key in LOADED_MODELS:
+        LOADED_MODELS.move_to_end(key)
+        return LOADED_MODELS[key]
+    loaded = from_data(parse_model_bytes(raw, path), where, digest)
+    LOADED_MODELS[key] = loaded
+    while len(LOADED_MODELS) > LOADED_KEPT:
+        LOADED_MODELS.popitem(last=False)
+    return loaded
 
 
 def _named(ref: str | Path, field: str) -> str:

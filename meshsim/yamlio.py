@@ -121,16 +121,25 @@ def input_file_problem(path: Path) -> str | None:
     return None if stat.S_ISREG(mode) else "is not a regular file (a device, a pipe or a socket)"
 
 
-def read_yaml(path: Path) -> tuple[Any, str]:
-    """Return (parsed document, sha256 of the bytes) of a model file."""
+def read_model_bytes(path: Path) -> bytes:
+    """The bytes of a model file, or one line saying why it cannot be read."""
     problem = input_file_problem(path)
     if problem:
         raise ModelError(f"{path}: {problem}")
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ModelError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return parse_yaml_text(raw.decode("utf-8", errors="replace"), str(path)), content_hash(raw)
+
+
+def parse_model_bytes(raw: bytes, path: Path) -> Any:
+    return parse_yaml_text(raw.decode("utf-8", errors="replace"), str(path))
+
+
+def read_yaml(path: Path) -> tuple[Any, str]:
+    """Return (parsed document, sha256 of the bytes) of a model file."""
+    raw = read_model_bytes(path)
+    return parse_model_bytes(raw, path), content_hash(raw)
 
 
 def content_hash(raw: bytes | str) -> str:

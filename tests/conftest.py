@@ -33,6 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The kube tests' control plane (kube-apiserver, etcd, controllers, kwok) runs from the first of them to the
+    # end of the session: they come last, so the lab's measurements never share the cores with it.
+    items.sort(key=lambda item: item.get_closest_marker("kube") is not None)
     if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
         return  # without workers (or with `-p no:xdist`, where the marker is unknown) there is nothing to group
     for item in items:

@@ -52,7 +52,7 @@ def _run(tmp: Path, connections: int) -> Path:
 
 def test_the_clusters_wake_up_is_recovered_from_two_idle_gaps(tmp_path: Path) -> None:
     runs = load_runs([_run(tmp_path, 1), _run(tmp_path, 16)]).runs
-    fit = fit_baseline_wake(_model(None), runs, tmp_path / "work", seed=5, grid=GRID)
+    fit = fit_baseline_wake(_model(None), runs, seed=5, grid=GRID)
     assert fit is not None and fit.delay_ms == pytest.approx(TRUTH["delay_ms"])
     found, truth = WakeUp(fit.delay_ms, fit.tau_ms, shape=fit.shape), WakeUp(0.3, 8.0, shape=4.0)
     for gap_ms in (0.7, 16.0):  # the runs' idle gaps: the fitted hazard agrees where the runs can see it
@@ -68,4 +68,4 @@ def _objective_without(fit) -> float:
 
 def test_runs_at_one_idle_gap_identify_no_wake_up(tmp_path: Path) -> None:
     runs = load_runs([_run(tmp_path, 1)]).runs
-    assert fit_baseline_wake(_model(None), runs, tmp_path / "work", grid=GRID) is None
+    assert fit_baseline_wake(_model(None), runs, grid=GRID) is None

@@ -107,6 +107,30 @@ def test_deconvolution_recovers_a_hidden_pass() -> None:
     assert out.best.distribution.mean == pytest.approx(out_hop.mean, rel=0.06)
 
 
+def test_families_fitted_side_by_side_give_what_one_process_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fit_component runs its candidate families in forked workers (one per core): the same fits, in the same
+    order, as one after the other in this process."""
+    from meshsim.calibrate.fit import deconvolution
+
+    hop = Shifted(Gamma(3.0, 0.05e-3), 0.05e-3)
+    base = Shifted(LogNormal(math.log(0.3e-3), 0.3), 0.1e-3)
+    n = 20000
+    b_obs = fortio_obs(base.sample(RNG, n), 1e-5, "baseline")
+    s_obs = fortio_obs(base.sample(RNG, n) + hop.sample(RNG, n) + hop.sample(RNG, n), 1e-5, "server-sidecar")
+    terms = [Term(s_obs, from_observation(Grid.covering([b_obs, s_obs]), b_obs), 2)]
+    families = [Family("lognormal", True), Family("gamma", True), Family("lognormal", True, True)]
+
+    def fitted(cores: set[int]) -> tuple[list[str], list[tuple[str, list[float], float]]]:
+        monkeypatch.setattr(deconvolution.os, "sched_getaffinity", lambda _pid: cores)
+        said: list[str] = []
+        fit = fit_component("inbound", terms, families, progress=said.append)
+        return said, [(f.family.name, list(f.theta), f.loglik) for f in fit.fits]
+
+    workers, alone = fitted({0, 1, 2}), fitted({0})
+    assert workers == alone
+    assert [line.split(": ")[1] for line in alone[0][:3]] == [f.name for f in families]
+
+
 def test_quantile_fit_reports_uncertainty() -> None:
     truth = LogNormal(math.log(20e-3), 0.8)
     probs = [0.5, 0.9, 0.99] * 5

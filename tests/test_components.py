@@ -35,7 +35,7 @@ def server_side(mesh: MeshModel) -> Scenario:
     return Scenario(station_topology(ZERO, servers=8), mesh, scope="server")
 
 
-def mean_latency(scenario: Scenario, load, duration: float = 20.0, reps: int = 4) -> tuple[float, float]:
+def mean_latency(scenario: Scenario, load, duration: float = 5.0, reps: int = 4) -> tuple[float, float]:
     lat, hot = [], []
     for rep in range(reps):
         r = run_replication(scenario, Workload(load), Horizon(duration, 0.1 * duration), 7, rep)

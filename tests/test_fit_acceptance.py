@@ -21,6 +21,25 @@ from meshsim.errors import MeshsimError
 from synthetic_passes import (BASE, GAMMA, INBOUND, fresh_draws, sum_of, write_pass_run)  # noqa: F401
 
 
+def test_a_candidate_whose_mean_lies_mostly_beyond_the_data_is_refused() -> None:
+    """The mixture the lab fit of 2026-11-28 kept for a client sidecar's pass (KS 0.25, kept as the least bad): its
+    tail component (median 0.37 us, sigma 3.8) put 56 % of the pass's 0.42 ms mean above the run's 8.7 ms maximum,
+    and the validation booked that sidecar 2.7x its measured CPU. A lognormal with sigma 2 keeps 86 % of its mean
+    below its own 99.9th percentile and passes; so does the mixture's body alone."""
+    tail = Shifted(LogNormal(math.log(0.3652e-6), 3.815), 0.08468e-3)
+    body = Shifted(LogNormal(math.log(0.1646e-3), 0.05), 0.0576e-3)
+    assert "56% of its mean (0.418 ms) beyond the data's largest value (8.68 ms)" in problem(
+        Mixture((0.5, 0.5), (tail, body)), 0.01, data_max_s=8.676e-3)
+    wide = LogNormal(math.log(0.2e-3), 2.0)
+    assert problem(wide, 0.01, data_max_s=wide.quantile(0.999)) == ""
+    assert "beyond the data's largest value" in problem(wide, 0.01, data_max_s=wide.quantile(0.99))
+    assert problem(body, 0.01, data_max_s=8.676e-3) == ""
+    # the kept-despite-KS fallback refuses it too: the next candidate is taken
+    index, rejected = choose(["mixture", "gamma"], [Mixture((0.5, 0.5), (tail, body)), Gamma(4.0, 0.05e-3)],
+                             [0.2, 0.25], 8.676e-3, "proxy.outbound_pass", ["run-a"])
+    assert index == 1, rejected
+
+
 def test_degenerate_and_badly_fitting_candidates_are_refused() -> None:
     lab_failure = Gamma(2.65e-5, 13.49)  # the outbound pass the lab fit wrote
     assert "shape" in problem(lab_failure, 0.01, data_max_s=2e-3)

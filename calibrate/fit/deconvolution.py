@@ -11,6 +11,9 @@ Several (observation, known part, k) terms may share the component; their log-li
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -22,7 +25,10 @@ from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.fit.mle import FitResult, finite_or_worst, maximise
 from meshsim.calibrate.fit.observations import Observation
+from meshsim.interrupts import interrupts_deferred
+from meshsim.parent_death import Parent, start_worker
 from meshsim.progress import Progress
+from meshsim.sim.experiments.replication_workers import stop_workers
 
 
 @dataclass(frozen=True)
@@ -72,27 +78,13 @@ def fit_component(
     terms = tuple(Term(t.obs.binned(), t.known, t.k) for t in terms)
     grid: Grid = terms[0].known.grid
     max_shift = _max_shift(terms)
-    main = max(terms, key=lambda t: t.obs.n)
 
-    def start_q(p: float) -> float:
-        return max((main.obs.quantile(p) - main.known.quantile(p)) / main.k, 1e-6)
-
-    fits = []
-    for family in families or candidates():
-        def nll(theta: np.ndarray, family: Family = family) -> float:
-            comp = from_cdf(grid, lambda x: family.cdf(theta, x, max_shift))
-            total = 0.0
-            for t in terms:
-                total -= binned_loglik(t.obs, t.known.plus(power(comp, t.k)).cdf)
-            return total
-
-        starts = family.starts(start_q, max_shift, max_shift)
-        theta = maximise(finite_or_worst(nll), starts, max_evals)
-        ll = -nll(theta)
-        fits.append(FitResult(family, theta, family.distribution(theta, max_shift), ll, sum(t.obs.n for t in terms)))
+    def fitted(fit: FitResult) -> None:
         if progress:
-            progress(f"  {name}: {family.name}: AIC {fits[-1].aic:.1f}")
-    fits.sort(key=lambda r: r.aic)
+            progress(f"  {name}: {fit.family.name}: AIC {fit.aic:.1f}")
+
+    fits = sorted(fit_component_families(terms, tuple(families or candidates()), max_shift, max_evals, fitted),
+                  key=lambda r: r.aic)
 
     def term_gofs(fit: FitResult) -> tuple[GoodnessOfFit, ...]:
         comp = from_cdf(grid, lambda x: fit.family.cdf(fit.theta, x, max_shift))
@@ -109,6 +101,54 @@ def fit_component(
     best = FitResult(picked.family, picked.theta, picked.distribution, picked.loglik, picked.n, gofs[0])
     fits = [best] + [f for f in fits if f is not picked]
     return ComponentFit(name, best, tuple(fits), gofs, terms, tuple(rejected))
+
+
+def fit_component_family(family: Family, terms: tuple[Term, ...], max_shift: float, max_evals: int) -> FitResult:
+    """The maximum-likelihood fit of one family to the component (a pure function: run in a worker process)."""
+    grid = terms[0].known.grid
+    main = max(terms, key=lambda t: t.obs.n)
+
+    def start_q(p: float) -> float:
+        return max((main.obs.quantile(p) - main.known.quantile(p)) / main.k, 1e-6)
+
+    def nll(theta: np.ndarray) -> float:
+        comp = from_cdf(grid, lambda x: family.cdf(theta, x, max_shift))
+        total = 0.0
+        for t in terms:
+            total -= binned_loglik(t.obs, t.known.plus(power(comp, t.k)).cdf)
+        return total
+
+    theta = maximise(finite_or_worst(nll), family.starts(start_q, max_shift, max_shift), max_evals)
+    return FitResult(family, theta, family.distribution(theta, max_shift), -nll(theta), sum(t.obs.n for t in terms))
+
+
+def fit_component_families(terms: tuple[Term, ...], families: tuple[Family, ...], max_shift: float, max_evals: int,
+                           fitted: Callable[[FitResult], None]) -> list[FitResult]:
+    """Every family's fit, in the order given, each handed to ``fitted`` as soon as it and those before it are
+    done. The families are independent and each takes seconds (a lab fit runs dozens): they run side by side in
+    forked workers, one per core; the results are those of one process."""
+    processes = min(len(families), len(os.sched_getaffinity(0)))
+    fits: list[FitResult] = []
+    if processes <= 1:
+        for family in families:
+            fits.append(fit_component_family(family, terms, max_shift, max_evals))
+            fitted(fits[-1])
+        return fits
+    # the families with most parameters take longest: started first, they do not finish alone at the end
+    order = sorted(range(len(families)), key=lambda i: -families[i].k)
+    pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("fork"),
+                               initializer=start_worker, initargs=(Parent.here(),))
+    try:
+        with interrupts_deferred():  # submitting forks the workers: an interrupt inside a fork would be lost
+            futures = {i: pool.submit(fit_component_family, families[i], terms, max_shift, max_evals) for i in order}
+        for i in range(len(families)):
+            fits.append(futures[i].result())
+            fitted(fits[-1])
+    except BaseException:
+        stop_workers(pool)
+        raise
+    pool.shutdown()
+    return fits
 
 
 def component_pmf(fit: ComponentFit) -> GridPmf:

@@ -39,7 +39,16 @@ BASELINE_SERVERS = 256
 
 
 def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
-    """A one-service topology whose app time is the model's fitted baseline (and its cluster's wake-up, if fitted)."""
+    """A one-service topology whose app time is the model's fitted baseline (and its cluster's wake-up, if fitted),
+    written to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{model['name']}-calibration.yaml"
+    path.write_text(yaml.safe_dump(calibration_topology_data(model), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
+    """The document of :func:`calibration_topology`."""
     baseline = model.get("calibration", {}).get("baseline")
     if not isinstance(baseline, dict):
         raise MeshsimError(f"mesh model {model.get('name')!r}: no calibration.baseline (not written by meshsim fit)")
@@ -56,10 +65,7 @@ def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
                                 "handler": [{"compute": baseline}], "source": source,
                                 **({"wakeup": wakeup} if wakeup else {})}},
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{model['name']}-calibration.yaml"
-    path.write_text(yaml.safe_dump(topo, sort_keys=False), encoding="utf-8")
-    return path
+    return topo
 
 
 def run_features(model: dict[str, Any], run: Run) -> list[str]:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.fit.sim_check import calibration_topology
+from meshsim.calibrate.fit.sim_check import calibration_topology_data
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.progress import Progress
 
@@ -69,18 +68,20 @@ def _gap_s(run: Run) -> float:
     return run.manifest.load.connections / float(run.rps or 1.0)
 
 
-def _simulate(model: Mapping[str, Any], run: Run, work: Path, wakeup: Mapping[str, float] | None,
+def _simulate(model: Mapping[str, Any], run: Run, wakeup: Mapping[str, float] | None,
               seed: int) -> tuple[float, ...]:
-    from meshsim.catalog import load_mesh, load_topology
+    from meshsim.catalog import load_mesh
     from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version
     from meshsim.scenario import build_scenario
+    from meshsim.topology import topology_from_data
     from meshsim.sim.engine.replication_result import Horizon
     from meshsim.sim.engine_choice import run_on_chosen_engine
     from meshsim.workload import FortioLoad, Workload
 
     changed = {**model, "cluster": {**(model.get("cluster") or {}), "wakeup": wakeup}} if wakeup else {
         **model, "cluster": {k: v for k, v in (model.get("cluster") or {}).items() if k != "wakeup"}}
-    topology = load_topology(str(calibration_topology(changed, work)))
+    # built in memory: hundreds of candidates, each a topology file written and parsed, were half of this fit's time
+    topology = topology_from_data(calibration_topology_data(changed), f"{changed['name']}-calibration (in memory)")
     load = run.manifest.load
     rps = float(run.rps or 0.0)
     duration = min(load.duration_s or 60.0, max(MAX_REQUESTS / rps, 0.5))
@@ -98,7 +99,7 @@ def _objective(measured: Sequence[Sequence[float]], simulated: Sequence[Sequence
     return float(sum(((s - m) / m) ** 2 for ms, ss in zip(measured, simulated) for m, s in zip(ms, ss)))
 
 
-def fit_baseline_wake(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,
+def fit_baseline_wake(model: Mapping[str, Any], runs: Sequence[Run], seed: int = 1,
                       progress: Progress | None = None, grid: tuple[Sequence[float], Sequence[float],
                                                               Sequence[float]] = (DELAYS_MS, TAUS_MS, SHAPES),
                       ) -> BaselineWakeFit | None:
@@ -112,14 +113,14 @@ def fit_baseline_wake(model: Mapping[str, Any], runs: Sequence[Run], work: Path,
     report_progress(f"fitting the cluster's wake-up from {len(chosen)} baseline runs (idle gaps "
         f"{', '.join(f'{g * 1e3:.3g}' for g in sorted(set(gaps)))} ms) ...")
     measured = [tuple(from_result(r.result).quantile(p) * 1e3 for p in LEVELS) for r in chosen]
-    without = [_simulate(model, r, work, None, seed) for r in chosen]
+    without = [_simulate(model, r, None, seed) for r in chosen]
     best: tuple[tuple[float, float, float], float, list[tuple[float, ...]]] = (
         (0.0, 1.0, 1.0), _objective(measured, without), without)
     delays, taus, shapes = grid
     for delay in (d for d in delays if d > 0):
         for tau in taus:
             for shape in shapes:
-                sim = [_simulate(model, r, work, {"delay_ms": delay, "tau_ms": tau, "shape": shape}, seed)
+                sim = [_simulate(model, r, {"delay_ms": delay, "tau_ms": tau, "shape": shape}, seed)
                        for r in chosen]
                 score = _objective(measured, sim)
                 if score < best[1]:
