@@ -7,7 +7,7 @@ rates, the bursts, the batching probe and the load ladder, what `meshsim lab val
 three candidate families `meshsim calibrate --lab` uses, three ways in one sitting (order reversed every other
 round, medians reported): as shipped (each component's families in forked workers, one per core; model files read
 once per content), in one process, and in one process with every model file parsed at each load (the catalog's
-cache off). Checks that all three wrote the same model. docs/performance.md quotes these figures.
+cache off). Checks that all three wrote the same model. Listed in docs/performance.md (no figures quoted yet).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = sorted(Path(p) for pattern in args.runs for p in glob.glob(pattern))
     if not runs:
-        raise SystemExit(f"bench_fit: no run folder matches {' '.join(args.runs)}")
+        raise SystemExit(f"bench_lab_fit: no run folder matches {' '.join(args.runs)}")
     modes = ["workers", "one process", "one process, no model cache"]
     walls: dict[str, list[float]] = {m: [] for m in modes}
     models = []
