@@ -101,8 +101,9 @@ class ProxyModel:
     wakeup: WakeUp | None = None
     memory: Memory = field(default_factory=Memory)
     policy: str = "round_robin"
-    # Fraction of a pass's time that is CPU work holding the worker (and the CPU quota); the rest is pure delay
-    # (kernel network path, scheduling) that does not stop the worker serving others.
+    # Fraction of the passes' mean time that is CPU work holding the worker (and the CPU quota); the rest is delay
+    # (kernel network path, scheduling) that does not stop the worker serving others. A pass holds its worker up to
+    # the ceiling that keeps this mean (meshsim/hold_ceiling.py), not this share of itself.
     cpu_fraction: float = 1.0
     # CPU a proxy spends with no traffic at all (stats flushes, health checks, configuration pushes), on its main
     # thread rather than its workers: it adds to the CPU a proxy reports, not to any request's latency.

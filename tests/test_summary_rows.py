@@ -109,8 +109,10 @@ def _predict(label: str, rps: float) -> dict:
 
     features = {"none_mtls_both": ("no-telemetry",), "v2-stats-nullvm_both": (), "baseline": ()}[label]
     scope = "none" if label == "baseline" else "both"
+    # the pipeline's fortio (2020) warmed its connections up one after another (calibration.row_settings)
     return predict("single", "istio-1.7", rps=rps, load="fortio", connections=16, jitter=True, features=features,
-                   scope=scope, duration_s=max(2000 / rps, 3.0), replications=3, processes=1,
+                   fortio_warmup="sequential", scope=scope, duration_s=max(2000 / rps, 3.0), replications=3,
+                   processes=1,
                    saturation=False).to_dict()
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
+from meshsim.hold_ceiling import hold_ceiling
 from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Delay, Network, Service
 from meshsim.sim.engine.proxy_views import new_histogram, record
@@ -66,6 +67,7 @@ class ProxyInstance:
     per_kb: float
     post: dict[str, list[tuple[Sampler, float]]]  # side of the last pass ('' for a load balancer) -> its work
     exports: list[Export]
+    hold_ceilings: dict[str, float]  # side of a pass -> how long one of its passes holds a worker at most
     handshake: Sampler | None
     handshake_round_trips: int
     rng: np.random.Generator
@@ -179,12 +181,17 @@ class ProxyInstance:
         if not last:  # the request's pass in: it rides one of its callers' pooled connections
             self.open_pool()
         work = self.passes[kind].draw()
+        side = pass_side(kind)
+        cpu = min(work, self.hold_ceilings[side])  # its CPU first, then waits that free the worker
+        extra = 0.0  # work beyond the fitted pass (payload, a handshake): the side's held fraction of it is CPU
         if self.per_kb:
-            work += self.per_kb * nbytes / 1024.0
+            extra += self.per_kb * nbytes / 1024.0
         if handshake and self.handshake is not None:
-            work += self.handshake()
-        post = self.post_work(pass_side(kind)) if last and self.post else 0.0
-        cpu = work * self.model.held_fraction(kind)
+            extra += self.handshake()
+        if extra:
+            work += extra
+            cpu += extra * self.model.side_fraction(side)
+        post = self.post_work(side) if last and self.post else 0.0
         worker = self.binding.get(conn)
         if worker is None:
             worker = self.worker_for(conn, now)
@@ -205,14 +212,17 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
     pinned = model.dispatch == "pinned"
     station = make_station(instance, model.workers, pinned, streams, proxy=model, features=features)
     passes: dict[str, Sampler] = {}
+    by_side: dict[str, list[Distribution]] = {}
     for kind in pass_kinds:
         parts: list[Distribution | None] = [model.passes[kind]]
         parts += [f.per_pass.get(kind) for f in features]
         dist = total(parts)
         assert dist is not None
+        by_side.setdefault(pass_side(kind), []).append(dist)
         # Streams are named after the instance and pass, names that do not depend on the rest of the scenario:
         # a what-if variant sharing this proxy draws the same numbers for it (common random numbers).
         passes[kind] = streams.sampler(f"{instance}:{kind}", dist)
+    ceilings = {side: hold_ceiling(tuple(dists), model.side_fraction(side)) for side, dists in by_side.items()}
     post = _post_work(instance, model, features, streams, pass_kinds)
     exports: list[Export] = []
     handshake_parts: list[Distribution] = []
@@ -235,6 +245,7 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
         per_kb=model.per_kb + sum(f.per_kb for f in features),
         post=post,
         exports=exports,
+        hold_ceilings=ceilings,
         handshake=streams.sampler(f"{instance}:handshake", handshake_dist) if handshake_dist else None,
         handshake_round_trips=round_trips,
         rng=streams.rng(f"{instance}:binding"),

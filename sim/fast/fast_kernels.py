@@ -136,10 +136,11 @@ ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
 BALANCE_HASH, BALANCE_ROUND_ROBIN, BALANCE_SHARED_LISTENER = range(3)  # ProxyModel.connection_balance, in BALANCE order
-# (the held fraction of a pass without a side -- a load balancer's -- then of the inbound and outbound sides: a pass
-# reads column PX_FRACTION + its side)
-(PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_PER_KB, PX_DELAYED, PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1,
- PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW, PX_OPEN, PX_PEAK) = range(15)
+# (the held fraction of a pass without a side -- a load balancer's -- then of the inbound and outbound sides, and
+# likewise their hold ceilings, meshsim/hold_ceiling.py: a pass reads column PX_FRACTION or PX_CEILING + its side)
+(PX_FRACTION, PX_FRACTION_IN, PX_FRACTION_OUT, PX_CEILING, PX_CEILING_IN, PX_CEILING_OUT, PX_PER_KB, PX_DELAYED,
+ PX_AREA, PX_HOLDS, PX_HELD, PX_WIN0, PX_WIN1, PX_WINSET, PX_ACCEPTED_AT, PX_ACCEPT_WINDOW, PX_OPEN,
+ PX_PEAK) = range(18)
 SIDE_NONE, SIDE_IN, SIDE_OUT = range(3)  # a pass's side (sim/fast/fast_program.py SIDE_CODES); post work is per side
 # flags (int) and global sums (float)
 # (G_TOKEN_MARGIN, G_HEAP_MARGIN: the free tokens and heap slots one event may take at most -- a fork of n calls takes
@@ -444,11 +445,16 @@ def _worker(I, F, B, px, conn, now):
 def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
     """ProxyInstance.pass_: one pass through a proxy; returns when it leaves."""
     work = draw(I, B, kind)
+    cpu = min(work, F[at(I, R_PXF, px, PX_CEILING + side)])  # its CPU first, then waits that free the worker
+    extra = 0.0  # beyond the fitted pass (payload, a handshake): the side's held fraction of it is CPU
     per_kb = F[at(I, R_PXF, px, PX_PER_KB)]
     if per_kb != 0.0:
-        work += per_kb * nbytes / 1024.0
+        extra += per_kb * nbytes / 1024.0
     if handshake and I[at(I, R_PXI, px, PX_HS_STREAM)] >= 0:
-        work += draw(I, B, I[at(I, R_PXI, px, PX_HS_STREAM)])
+        extra += draw(I, B, I[at(I, R_PXI, px, PX_HS_STREAM)])
+    if extra != 0.0:
+        work += extra
+        cpu += extra * F[at(I, R_PXF, px, PX_FRACTION + side)]
     uniform = I[at(I, R_PXI, px, PX_UNIFORM)]
     post_work = 0.0
     if last:
@@ -456,7 +462,6 @@ def proxy_pass(I, F, B, px, kind, side, now, conn, nbytes, last, handshake):
             p = at(I, R_POST, px, 3 * j)
             if F[p + 2] == side and (F[p + 1] >= 1.0 or draw(I, B, uniform) < F[p + 1]):
                 post_work += draw(I, B, int(F[p]))
-    cpu = work * F[at(I, R_PXF, px, PX_FRACTION + side)]
     worker = _worker(I, F, B, px, conn, now)
     departure = book(I, F, B, I[at(I, R_PXI, px, PX_STATION)], now, cpu, worker, post_work, True, now) + (work - cpu)
     if recording(I):

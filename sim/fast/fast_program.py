@@ -343,6 +343,7 @@ def proxy_arrays(lowering: Lowering) -> tuple:
         px_f[k, K.PX_PER_KB] = p.per_kb
         for side, code in SIDE_CODES.items():  # a side without its own fraction holds the proxy's
             px_f[k, K.PX_FRACTION + code] = p.model.side_fraction(side)
+            px_f[k, K.PX_CEILING + code] = p.hold_ceilings.get(side, math.inf)
         for j, entry in enumerate(entries):
             post[k, j] = entry
         for j, e in enumerate(p.exports):
