@@ -121,10 +121,6 @@ class ProxyModel:
             return self.accept_window
         return max(MIN_ACCEPT_WINDOW, self.wakeup.delay if self.wakeup is not None else 0.0)
 
-    def held_fraction(self, kind: str) -> float:
-        """The part of a pass of this kind that holds the worker: its side's, else the proxy's ``cpu_fraction``."""
-        return self.side_fraction(pass_side(kind))
-
     def side_fraction(self, side: str) -> float:
         """The held fraction of a side's passes ('' for a load balancer's): its own, else ``cpu_fraction``."""
         own = self.sides.get(side)

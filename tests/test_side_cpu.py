@@ -93,8 +93,8 @@ def test_the_model_file_reads_each_sides_cpu() -> None:
                                   "outbound": {"post_response": {"family": "deterministic", "value_ms": 0.2}}}),
                           "m.yaml")
     assert mesh.proxy is not None
-    assert mesh.proxy.held_fraction("inbound_response") == 0.6
-    assert mesh.proxy.held_fraction("outbound_request") == 1.0
+    assert mesh.proxy.side_fraction("inbound") == 0.6
+    assert mesh.proxy.side_fraction("outbound") == 1.0
     assert mesh.proxy.sides["inbound"].post_response is None
     assert mesh.proxy.sides["outbound"].post_response.mean == pytest.approx(0.2 * MS)
 
@@ -166,7 +166,7 @@ def test_the_fit_gives_each_side_the_cpu_measured_beside_the_other(tmp_path) -> 
     post = proxy.sides["outbound"].post_response
     assert post is not None and post.mean == pytest.approx(0.15 * MS, abs=0.02 * MS)
     # what the simulator books per request on each side is the CPU measured per side
-    booked_in = proxy.held_fraction("inbound_request") * 2 * proxy.passes["inbound_request"].mean
+    booked_in = proxy.side_fraction("inbound") * 2 * proxy.passes["inbound_request"].mean
     booked_out = 2 * proxy.passes["outbound_request"].mean + post.mean
     assert booked_in == pytest.approx(0.6 * 2 * inbound.mean, rel=0.05)
     assert booked_out == pytest.approx(2 * outbound.mean + 0.15 * MS, rel=0.05)
