@@ -24,10 +24,12 @@ def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], us
     cluster's network hop."""
     if saturated:
         model["calibration"]["saturated_runs"] = saturated
-    add_cluster_wakeup(model, usable, notes, report_progress)
+    on_topology = network_hop and add_cluster_on_topology(model, usable, notes, report_progress)
+    if not on_topology:
+        add_cluster_wakeup(model, usable, notes, report_progress)
     add_graded_share(model, usable, notes, report_progress)
     add_held_fraction(model, usable, notes, report_progress)
-    if network_hop:
+    if network_hop and not on_topology:
         add_network_hop(model, usable, notes, report_progress)
     block, why = runs_load_block(usable)
     if block is not None:
@@ -68,6 +70,71 @@ def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[
     apply_held_fraction(model, fits, notes)
 
 
+def add_cluster_on_topology(model: dict[str, Any], usable: Sequence[Run], notes: list[str],
+                            report_progress: Progress) -> bool:
+    """A cluster's runs on one shipped topology whose client and server are on different nodes (Istio's pipeline on
+    ``single``): its cross-node hop and wake-up are fitted on that topology, and every later replay of the fit (the
+    bursts' held fractions, the check, ``meshsim validate``) uses it (``calibration.replay_topology``), as
+    ``meshsim predict --topology NAME`` does: a burst then queues on the fortio client's and the app's cores in the
+    fit as in the prediction, and the wake-up explains only what that queueing does not. The hop first (one
+    connection: short idle gaps, a wake-up hardly shows), the wake-up with it, the hop again with the wake-up.
+    False (nothing written) when the runs are not of that kind or their topology does not describe them."""
+    from meshsim.calibrate.fit.network_hop_fit import baseline_runs_for_hop, hop_key
+    from meshsim.calibrate.fit.sim_check import fit_topology
+    from meshsim.catalog import load_topology
+
+    chosen = baseline_runs_for_hop(usable)
+    names = {r.manifest.setup.topology for r in usable}
+    if not chosen or len(names) != 1 or any(r.lab_host_cores is not None for r in usable):
+        return False
+    name = names.pop()
+    try:
+        if hop_key(load_topology(name)) != "cross_node":
+            return False
+    except MeshsimError:
+        return False
+    trial = {**model, "calibration": {**model["calibration"], "replay_topology": name},
+             "cluster": {k: v for k, v in (model.get("cluster") or {}).items() if k not in ("wakeup", "cross_node")}}
+    report_progress(f"fitting the cluster's network hop and wake-up on topology {name!r}, where its runs were made")
+    first: list[str] = []  # the hop without a wake-up is a first step: its note is replaced by the final one's
+    said: list[str] = []  # written to ``notes`` only if the whole step succeeds
+    if not _fit_hop_into(trial, usable, fit_topology(trial), first, report_progress):
+        notes.extend(first)
+        return False
+    add_cluster_wakeup(trial, usable, said, report_progress)
+    if not (trial.get("cluster") or {}).get("wakeup"):  # none fitted: the topology's own assumed one is not used
+        trial["cluster"]["wakeup"] = {"delay_ms": 0.0, "tau_ms": 1.0, "source": (
+            "meshsim fit: no wake-up fitted from the baseline runs; none, in place of the topology's assumed one")}
+        said.extend(first)
+    else:
+        wake = trial["cluster"]["wakeup"]
+        wake["source"] = f"{wake['source']} (replayed on topology {name!r} with the cross-node hop fitted before it)"
+        if not _fit_hop_into(trial, usable, fit_topology(trial), said, report_progress):
+            notes.append(f"{said[-1]} (with the wake-up fitted on it): fitted on the calibration baseline instead")
+            return False
+    notes.extend(said)
+    model.clear()
+    model.update(trial)
+    model["calibration"]["replay_topology_source"] = (
+        f"every run names topology {name!r}, whose client and server are on different nodes: the fit's replays and "
+        "meshsim validate simulate that topology on this cluster (cluster.cross_node, cluster.wakeup), as predict does")
+    return True
+
+
+def _fit_hop_into(model: dict[str, Any], usable: Sequence[Run], topology: Any, notes: list[str],
+                  report_progress: Progress) -> bool:
+    """The cross-node hop fitted on ``topology`` written into ``model`` (False, with a note, when it fails)."""
+    from meshsim.calibrate.fit.network_hop_fit import fit_network_hop
+
+    try:
+        fitted = fit_network_hop(usable, topology=topology, progress=report_progress)
+    except MeshsimError as exc:
+        notes.append(f"network hop not fitted: {exc}")
+        return False
+    _write_hop(model, fitted, notes)
+    return True
+
+
 def add_cluster_wakeup(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
     """``cluster.wakeup``: how the cluster's apps wake after idling, from baseline runs at idle gaps far enough
     apart (one connection and a burst of connections at one rate, or one connection at several rates); replays of
@@ -98,6 +165,11 @@ def add_network_hop(model: dict[str, Any], usable: Sequence[Run], notes: list[st
     except MeshsimError as exc:
         notes.append(f"network hop not fitted: {exc}")
         return
+    _write_hop(model, fitted, notes)
+
+
+def _write_hop(model: dict[str, Any], fitted: Any, notes: list[str]) -> None:
+    """``calibration.network_hop`` (and ``cluster.cross_node`` for a hop between nodes) from a hop fit."""
     rows = fitted.fit.summary()["measured_vs_fitted_ms"]
     tails = "; ".join(f"{run} p99 {r['p99'][0]:.3f}/{r['p99'][1]:.3f}, p99.9 {r['p99.9'][0]:.3f}/{r['p99.9'][1]:.3f}"
                       for run, r in rows.items() if "p99" in r and "p99.9" in r)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from meshsim.calibrate.fit.sim_check import calibration_topology
-from meshsim.calibrate.load.baseline_wake import fit_baseline_wake
+from meshsim.calibrate.load.baseline_wake import wake_objective, fit_baseline_wake
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
@@ -63,7 +63,7 @@ def test_the_clusters_wake_up_is_recovered_from_two_idle_gaps(tmp_path: Path) ->
 
 
 def _objective_without(fit) -> float:
-    return float(sum(((w - m) / m) ** 2 for ms, ws in zip(fit.measured_ms, fit.without_ms) for m, w in zip(ms, ws)))
+    return wake_objective(fit.measured_ms, fit.without_ms)
 
 
 def test_runs_at_one_idle_gap_identify_no_wake_up(tmp_path: Path) -> None:

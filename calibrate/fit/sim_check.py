@@ -2,7 +2,8 @@
 
 The simulated system is one fortio client and one echo server whose network + app time is the model's fitted
 baseline (``calibration.baseline``); network hops are zero because the fitted passes already include the loopback
-hops between app and sidecar. Every calibration run is replayed (same rate, connections, -uniform/-jitter, scope
+hops between app and sidecar. A model fitted on a cluster's runs whose shipped topology they name replays on that
+topology instead, on its cluster (``fit_topology``). Every calibration run is replayed (same rate, connections, -uniform/-jitter, scope
 and features) and its p50/p90/p99 compared with the measured ones. ``refine`` then moves each fitted pass's shift
 until the simulated mean of the run that identified it matches the measured mean: it removes what the
 no-queueing deconvolution attributed to the passes but the simulator produces by queueing.
@@ -11,8 +12,9 @@ no-queueing deconvolution attributed to the passes but the simulator produces by
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -24,6 +26,7 @@ from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.progress import Progress
+from meshsim.topology import Topology
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
 # which passes a run path identifies, in fitting order
@@ -68,6 +71,37 @@ def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
     return topo
 
 
+def replay_topology_name(model: Mapping[str, Any]) -> str | None:
+    """The shipped topology the model's cluster runs were fitted on (``calibration.replay_topology``), if any."""
+    name = (model.get("calibration") or {}).get("replay_topology")
+    return str(name) if name else None
+
+
+def fit_topology(model: Mapping[str, Any]) -> Topology:
+    """The topology every replay of the model's runs uses (the fit's, ``meshsim validate``'s).
+
+    A model fitted on a cluster's runs whose shipped topology they name (``calibration.replay_topology``) replays on
+    that topology on its cluster: the fitted cross-node hop and wake-up in place of the topology's, no wake-up where
+    none was fitted; which is what ``meshsim predict --topology NAME`` builds with this model. Bursts then queue on
+    the client's and the app's cores in the fit as they do in the prediction, so the wake-up fitted on them is not
+    counted twice. Any other model replays on its calibration baseline as one station (:func:`calibration_topology`).
+    """
+    from meshsim.catalog import load_topology
+    from meshsim.cluster_facts import parse_cluster
+    from meshsim.topology import topology_from_data
+    from meshsim.yamlio import Section
+
+    name = replay_topology_name(model)
+    if name is None:
+        return topology_from_data(calibration_topology_data(dict(model)), f"{model['name']}-calibration (in memory)")
+    cluster = dict(model.get("cluster") or {})
+    facts = parse_cluster(Section(cluster, "cluster")) if cluster else None
+    topology = load_topology(name)
+    if facts is None or facts.wakeup is None:  # the cluster's wake-up is fitted or absent, never the topology's
+        topology = replace(topology, services={n: replace(s, wakeup=None) for n, s in topology.services.items()})
+    return facts.applied_to(topology) if facts is not None else topology
+
+
 def run_features(model: dict[str, Any], run: Run) -> list[str]:
     """The run's features for --features: its own, and "no-F" for every default-on feature it did not run."""
     defaults = {n for n, f in (model.get("features") or {}).items() if f.get("default")}
@@ -80,7 +114,7 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
     from meshsim.sim.experiments.predict import predict_options
 
     model = read_model(model_path)
-    topo = calibration_topology(model, work)
+    topo = fit_topology(model)
     out = []
     for run in runs:
         scope = SCOPE_OF_PATH.get(run.manifest.setup.path)
@@ -98,7 +132,7 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
     return out
 
 
-def replay_options(topo: Path, model_path: Path, model: dict[str, Any], run: Run, scope: str, seed: int,
+def replay_options(topo: Path | Topology, model_path: Path, model: dict[str, Any], run: Run, scope: str, seed: int,
                    duration_s: float) -> PredictOptions:
     """One replication of ``run``'s own fortio workload on the calibration topology."""
     load = run.manifest.load
@@ -110,7 +144,7 @@ def replay_options(topo: Path, model_path: Path, model: dict[str, Any], run: Run
                           replications=1, processes=1, seed=seed, saturation=False, cluster="topology")
 
 
-def _mean_of(model_path: Path, topo: Path, run: Run, model: dict[str, Any], seed: int) -> float:
+def _mean_of(model_path: Path, topo: Topology, run: Run, model: dict[str, Any], seed: int) -> float:
     from meshsim.sim.experiments.predict import predict_options
 
     options = replay_options(topo, model_path, model, run, SCOPE_OF_PATH[run.manifest.setup.path], seed, 60.0)
@@ -124,7 +158,7 @@ def refine(model_path: Path, runs: Sequence[Run], out: Path, work: Path, iterati
     changes: dict[str, float] = {}
     if not model.get("proxy"):
         return changes
-    topo = calibration_topology(model, work)
+    topo = fit_topology(model)
     current = model_path
     for path, kinds in REFINED:
         chosen = [r for r in runs if r.manifest.setup.path == path and not r.features and r.rps]

@@ -19,6 +19,7 @@ from scipy import special
 
 from meshsim.calibrate.fit.mle import finite_or_worst, maximise
 from meshsim.distributions import LogNormal, ParetoStall
+from meshsim.distribution_spec import BOUNDS
 from meshsim.limits import STALL_MAX_ALPHA, STALL_MAX_PROBABILITY, STALL_MIN_ALPHA
 
 # fortio's own percentiles (50, 75, 90, 99, 99.9) plus the points between and above them that shape the tail; a
@@ -133,6 +134,10 @@ def fit_stall_hop(targets: Sequence[QuantileTarget], max_evals: int = 1500) -> H
     model = _Model(targets)
 
     def sse(theta: np.ndarray) -> float:
+        # a stall whose tail lies beyond the grid costs the percentiles nothing as alpha falls to 2, but its variance
+        # grows without bound: only hops a model file may hold (cv <= BOUNDS["cv"]) are candidates
+        if model.hop(theta).cv > BOUNDS["cv"]:
+            return math.inf
         r = model.residuals(theta)
         return float(r @ r)
 

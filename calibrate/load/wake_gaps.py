@@ -19,7 +19,7 @@ import numpy as np
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import write_model
-from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, calibration_topology, run_features
+from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, fit_topology, run_features
 from meshsim.progress import Progress
 
 MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
@@ -35,7 +35,7 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
                  ) -> tuple[Any, Any, float] | None:
     """(Scenario, Workload, duration) replaying ``run`` with ``model`` on its calibration topology, or None when the
     run has no sidecar or no fixed rate. The run's own workers and CPU limit replace the model's."""
-    from meshsim.catalog import load_mesh, load_topology
+    from meshsim.catalog import load_mesh
     from meshsim.scenario import build_scenario
     from meshsim.fortio_warmup import DEFAULT_VERSION, checked_version
     from meshsim.workload import FortioLoad, Workload
@@ -44,7 +44,7 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
     if scope in (None, "none") or not run.rps:
         return None
     work.mkdir(parents=True, exist_ok=True)
-    topology = load_topology(str(calibration_topology(model, work)))
+    topology = fit_topology(model)
     if run.lab_host_cores is not None:
         # as `meshsim validate` replays it: every lab process shares the host's cores, and a pass that waits for a
         # core keeps its worker busy (fewer, shorter idle gaps at high rates)

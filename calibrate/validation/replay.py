@@ -6,7 +6,8 @@ Path modes map to the simulator as: baseline -> scope ``none``; server-sidecar -
 Topology. A hand-made mesh model is replayed on the manifest's named topology (``models/topologies``). A fitted
 model (``meshsim fit``) carries ``calibration.baseline``: network + app + client of its baseline runs, in which
 the fitted passes already include the loopback hops. Its runs are replayed on that baseline (the same topology
-``meshsim.calibrate.fit.sim_check`` uses); ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
+``meshsim.calibrate.fit.sim_check`` uses), or, for a model fitted on a cluster's runs on one shipped topology
+(``calibration.replay_topology``), on that topology with the cluster's hop and wake-up, as the fit did; ``lbN`` gets N replicas of it. A ``chainN`` also needs the cost of the
 N-1 forwarding apps, which no single-service calibration run holds: it is taken from a baseline run of the same
 chain among the validated runs (that run is then marked ``topology``, not held-out). The lab's ``bookinfo`` call
 graph is replayed the same way (forwarding apps productpage and reviews, leaves details and ratings).
@@ -26,7 +27,7 @@ from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS
+from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS, fit_topology, replay_topology_name
 from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError, ModelError
@@ -216,6 +217,8 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run], overri
     name = run.manifest.setup.topology
     if not (model.get("calibration") or {}).get("baseline"):
         return load_topology(name), (), []
+    if replay_topology_name(model) == name:  # fitted on this topology on its cluster, as predict builds it
+        return fit_topology(model), (), []
     if name == "single":
         return baseline_topology(model), (), []
     lb = _LB.match(name)
