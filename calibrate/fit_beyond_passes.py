@@ -44,12 +44,14 @@ def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], us
 
 def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
     """With bursts among the runs, each side's fraction of a pass that holds its worker, fitted by simulation (the
-    server-only bursts give the inbound side, both sidecars then the outbound), bounded by the CPU-based fraction
+    server-only bursts give the inbound side, both sidecars then the outbound; then each feature's own from bursts
+    with it on, ``feature_held``), bounded by the CPU-based fraction
     where the runs measured the proxy's CPU: a pass holds its worker only as long as it computes. A model whose
     sidecar sides got their CPU measured (``proxy.sides``) keeps those: CPU seconds are the direct reading of what
     holds a worker, and a burst's latency also carries host-level scheduling delay that no held fraction explains.
     Without bursts (one-connection runs cannot show it) the CPU-based estimate stays, or, with no CPU data either,
     the lab's measured fraction is used as a prior and the fit says so."""
+    from meshsim.calibrate.load.feature_held import apply_feature_fractions, fit_feature_fractions
     from meshsim.calibrate.load.held_fraction import (apply_held_fraction, apply_prior, burst_runs, cpu_bounds,
                                                       fit_held_fraction)
 
@@ -67,7 +69,10 @@ def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[
     report_progress(f"fitting the held fraction of a pass by simulation from {len(burst_runs(usable))} burst runs ...")
     with tempfile.TemporaryDirectory(prefix="meshsim-held-") as work:
         fits = fit_held_fraction(model, usable, Path(work), progress=report_progress, bounds=cpu_bounds(model))
-    apply_held_fraction(model, fits, notes)
+        apply_held_fraction(model, fits, notes)
+        # then each feature's own, from its bursts, with the sides' fractions in place
+        apply_feature_fractions(model, fit_feature_fractions(model, usable, Path(work), progress=report_progress),
+                                notes)
 
 
 def add_cluster_on_topology(model: dict[str, Any], usable: Sequence[Run], notes: list[str],

@@ -9,13 +9,16 @@ a ceiling h and no longer, with h chosen so that the mean holds what was measure
 
 rather than for ``cpu_fraction`` of every pass, which would make a pass from the far tail of the fitted distribution
 (a scheduling stall of tens of milliseconds) burn that much CPU, and under a CPU quota throttle the proxy for
-seconds. A ``cpu_fraction`` of 1 holds the whole pass (h = infinity).
+seconds. A ``cpu_fraction`` of 1 holds the whole pass (h = infinity). A feature riding on the pass (Mixer's filter)
+may hold its own share of its time (``Feature.sides``): the side's fraction is then the mean-weighted mix of the
+pass's and the features' (``mixed_fraction``), and one ceiling serves the whole pass.
 """
 
 from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 
@@ -45,3 +48,13 @@ def hold_ceiling(passes: tuple[Distribution, ...], fraction: float) -> float:
         return math.inf
     # between the (k-1)-th and k-th draw the mean grows linearly: (below_k + h x (n - k)) / n
     return float((target * n - below[k]) / (n - k))
+
+
+def mixed_fraction(parts: Sequence[tuple[Distribution, float]]) -> float:
+    """The held fraction of a pass made of ``parts`` (each a distribution of time and the fraction of it that holds
+    the worker): the held mean over the whole mean. A single fraction comes back unchanged."""
+    fractions = {f for _, f in parts}
+    if len(fractions) == 1:
+        return fractions.pop()
+    whole = sum(d.mean for d, _ in parts)
+    return min(1.0, sum(d.mean * f for d, f in parts) / whole) if whole > 0 else max(fractions)

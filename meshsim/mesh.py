@@ -172,6 +172,13 @@ class Feature:
     resume_cpu: float = 0.0
     # part of the fitted passes: every calibration run had it on, so turning it off is not identified (refused)
     fixed: bool = False
+    # side -> the part of this feature's per-pass time that holds the worker, where it differs from the side's own
+    # (Mixer's filter computes more of its time than the pass it rides on): fitted from bursts with the feature on
+    sides: Mapping[str, float] = field(default_factory=dict)
+
+    def side_fraction(self, side: str, default: float) -> float:
+        """The held fraction of this feature's per-pass time on ``side``: its own, else ``default`` (the side's)."""
+        return self.sides.get(side, default)
 
 
 @dataclass(frozen=True)
@@ -290,7 +297,7 @@ def _per_pass(s: Section) -> dict[str, Distribution]:
 
 def _feature(name: str, s: Section) -> Feature:
     s.reject_unknown(("default", "per_pass", "per_kb_ms", "header_bytes", "handshake", "post_response",
-                      "collector", "sampling", "cold_wake", "resume_cpu_ms", "memory_mb", "fixed", *_META))
+                      "collector", "sampling", "cold_wake", "resume_cpu_ms", "memory_mb", "fixed", "sides", *_META))
     cold = s.section("cold_wake", required=False)
     if cold is not None:
         cold.reject_unknown(("delay_ms", "cpu_ms", *_META))
@@ -321,7 +328,24 @@ def _feature(name: str, s: Section) -> Feature:
                    cold.number("delay_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
                    cold.number("cpu_ms", 0.0, maximum=1000.0) * MS if cold is not None else 0.0,
                    s.number("resume_cpu_ms", 0.0, maximum=1000.0) * MS)
-    return replace(feature, fixed=fixed)
+    return replace(feature, fixed=fixed, sides=_feature_sides(s))
+
+
+def _feature_sides(s: Section) -> dict[str, float]:
+    """``sides: {inbound: {cpu_fraction}, outbound: {...}}``: the held fraction of a feature's per-pass time."""
+    sides_sec = s.section("sides", required=False)
+    if sides_sec is None:
+        return {}
+    sides_sec.reject_unknown((*SIDES, *_META))
+    out = {}
+    for name in SIDES:
+        side = sides_sec.section(name, required=False)
+        if side is not None:
+            side.reject_unknown(("cpu_fraction", *_META))
+            if not side.has("cpu_fraction"):
+                raise ModelError(f"{side.key('cpu_fraction')}: missing (the held fraction of the feature's passes)")
+            out[name] = _fraction(side)
+    return out
 
 
 def mesh_from_data(data: Any, where: str, digest: str = "") -> MeshModel:

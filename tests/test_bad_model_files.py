@@ -61,6 +61,12 @@ MESH_CASES = [
     ("per_in_flight_mb: 0.0, source: \"MB", "per_in_flight_mb: 1.0e+300, source: \"MB",
      "proxy.memory.per_in_flight_mb: must be <= 1.04858e+06"),
     ("    memory_mb: 0.83", "    memory_mb: -0.83", "features.mtls.memory_mb: must be >= 0"),
+    ("    memory_mb: 0.83", "    memory_mb: 0.83\n    sides: {inbound: {cpu_fraction: 1.5}}",
+     "features.mtls.sides.inbound.cpu_fraction: a fraction in (0, 1], got 1.5"),
+    ("    memory_mb: 0.83", "    memory_mb: 0.83\n    sides: {inbound: {}}",
+     "features.mtls.sides.inbound.cpu_fraction: missing"),
+    ("    memory_mb: 0.83", "    memory_mb: 0.83\n    sides: {sideways: {cpu_fraction: 0.5}}",
+     "features.mtls.sides.sideways: unknown key"),
 ]
 
 

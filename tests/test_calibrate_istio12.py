@@ -60,6 +60,10 @@ def test_shipped_model_parses_with_provenance(all_runs, model_path: Path) -> Non
     assert sorted(cal["fitted_from"]) == sorted(r.id for r in runs)
     for side in ("inbound", "outbound"):
         assert "bursts" in data["proxy"]["sides"][side]["source"]
+        # Mixer's filter holds its own share of its time, from the bursts with it on (more than the pass's)
+        own = data["features"]["telemetry"]["sides"][side]
+        assert "bursts" in own["source"] and "mixer" in own["source"]
+        assert mesh.features["telemetry"].sides[side] > mesh.proxy.side_fraction(side)
     assert "c16-qps1000-baseline" in data["cluster"]["wakeup"]["source"]
     assert any("both-sidecars-mixer" in f and "saturated" in f for f in cal["flagged_runs"])
     for kind, spec in data["proxy"]["passes"].items():

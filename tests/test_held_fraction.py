@@ -195,3 +195,68 @@ def test_cpu_fraction_is_capped_at_one_and_skips_non_positive_costs() -> None:
     out = cpu_fractions(entries, decomp, notes)
     assert out["proxy"][0] == 1.0
     assert "load_balancer" not in out and any("not positive" in n for n in notes)
+
+
+# -- a feature's own held fraction --------------------------------------------------------------------------------
+
+FILTER = {"family": "gamma", "shape": 4.0, "scale_ms": 0.05, "source": "test truth"}  # 0.2 ms per pass
+
+
+def _model_with_filter(sides: dict[str, float], filter_sides: dict[str, float] | None) -> dict:
+    model = _model(0.5, sides)
+    block = {"default": False, "source": "test truth", "per_pass": {k: FILTER for k in model["proxy"]["passes"]}}
+    if filter_sides:
+        block["sides"] = {side: {"cpu_fraction": f} for side, f in filter_sides.items()}
+    return {**model, "features": {"filter": block}}
+
+
+def _filter_burst_run(tmp: Path, connections: int, path: str, features: tuple[str, ...], truth: dict) -> Path:
+    from meshsim.sim.experiments.predict import predict
+
+    model_path = tmp / "truth-filter.yaml"
+    model_path.write_text(yaml.safe_dump(truth, sort_keys=False))
+    scope = {"both-sidecars": "both", "server-sidecar": "server"}[path]
+    pred = predict(calibration_topology(truth, tmp), model_path, rps=200, load="fortio", connections=connections,
+                   scope=scope, features=features, warmup_s=0.0, duration_s=20.0, replications=1, processes=1,
+                   seed=11, saturation=False).to_dict()
+    cdf = pred["latency_cdf_ms"]
+    samples = np.interp(np.random.default_rng(connections).uniform(0, 1, 4000), cdf["q"], cdf["ms"]) * 1e-3
+    manifest = RunManifest(
+        id=f"burst-{path}-{'-'.join(features) or 'plain'}-c{connections}", source="lab",
+        provenance="simulated by meshsim (truth-filter.yaml), test", when="2026-11-28T00:00:00Z",
+        where={"simulator": "meshsim"}, setup=Setup(mesh="truth", path=path, features=features, proxy_workers=2),
+        load=LoadSettings(rps=200, connections=connections, duration_s=20.0, resolution_s=1e-5))
+    result = result_json(samples, 1e-5, requested_rps=200, connections=connections)
+    return write_run(tmp / "runs" / manifest.id, manifest, result)
+
+
+@pytest.mark.slow
+def test_a_features_own_held_fraction_is_recovered_from_bursts_with_it_on(tmp_path: Path) -> None:
+    """A filter whose time holds the worker 0.9 on the server's side and 0.2 on the caller's, on passes that hold
+    0.3 and 0.6: the plain bursts give the sides, the bursts with the filter on then give the filter's own (found
+    0.86 and 0.275 here; the bound is the grid's refinement plus the replays' other seeds)."""
+    from meshsim.calibrate.load.feature_held import apply_feature_fractions, fit_feature_fractions
+
+    sides, truth = {"inbound": 0.3, "outbound": 0.6}, {"inbound": 0.9, "outbound": 0.2}
+    model = _model_with_filter(sides, truth)
+    folders = [_filter_burst_run(tmp_path, c, path, features, model) for c in (4, 8)
+               for path in ("server-sidecar", "both-sidecars") for features in ((), ("filter",))]
+    runs = load_runs(folders).runs
+    start = _model_with_filter({"inbound": 0.5, "outbound": 0.5}, None)
+    side_fits = fit_held_fraction(start, runs, tmp_path / "work", seed=5)
+    notes: list[str] = []
+    apply_held_fraction(start, side_fits, notes)
+    fits = fit_feature_fractions(start, runs, tmp_path / "work", seed=5)
+    assert [f.side for f in fits["filter"]] == ["inbound", "outbound"]
+    for fit in fits["filter"]:
+        assert fit.fraction == pytest.approx(truth[fit.side], abs=0.15), fit.source
+        assert "p50 latency" in fit.source and "filter's" in fit.source
+    apply_feature_fractions(start, fits, notes)
+    assert load_mesh(str(_written(tmp_path, start))).features["filter"].sides == {
+        f.side: round(f.fraction, 4) for f in fits["filter"]}
+
+
+def _written(tmp: Path, model: dict) -> Path:
+    path = tmp / "fitted.yaml"
+    path.write_text(yaml.safe_dump(model, sort_keys=False))
+    return path

@@ -12,7 +12,7 @@ import pytest
 
 from meshsim.catalog import load_mesh, load_topology
 from meshsim.distributions import Deterministic, Empirical, Mixture
-from meshsim.hold_ceiling import CEILING_DRAWS, hold_ceiling
+from meshsim.hold_ceiling import CEILING_DRAWS, hold_ceiling, mixed_fraction
 from meshsim.scenario import build_scenario
 from meshsim.sim.engine.components import build_proxy
 from meshsim.sim.engine.replication_result import Horizon
@@ -80,17 +80,66 @@ def test_a_pass_holds_its_worker_up_to_the_ceiling_and_leaves_after_all_of_it() 
     assert seen == {1, 9}
 
 
-def test_both_engines_hold_a_worker_for_the_same_time() -> None:
-    """Four fortio connections queue on the one worker, so every latency depends on how long each pass held it:
-    the same latencies on both engines, and a busy time per pass that averages the measured CPU."""
-    scenario = _single_sidecar(0.5)
-    workload, horizon = Workload(FortioLoad(150.0, 4)), Horizon(2.0, 0.0, 1.0)
+def _same_on_both_engines(scenario, rps: float, min_requests: int):
+    """Four fortio connections on the one worker for 2 s: the same latencies and sidecar CPU on both engines (the
+    SimPy engine's sidecar usage is returned)."""
+    workload, horizon = Workload(FortioLoad(rps, 4)), Horizon(2.0, 0.0, 1.0)
     fast = run_fast_replication(scenario, workload, horizon, 3, 0)
     simpy = run_replication(scenario, workload, horizon, 3, 0)
-    assert fast.latencies.size == simpy.latencies.size > 200
+    assert fast.latencies.size == simpy.latencies.size > min_requests
     np.testing.assert_allclose(fast.latencies, simpy.latencies, rtol=0, atol=1e-9)
     usage = simpy.usage["server/sidecar"]
     assert fast.usage["server/sidecar"].cpu_seconds == pytest.approx(usage.cpu_seconds, rel=1e-9)
+    return usage
+
+
+def test_both_engines_hold_a_worker_for_the_same_time() -> None:
+    """Four fortio connections queue on the one worker, so every latency depends on how long each pass held it:
+    the same latencies on both engines, and a busy time per pass that averages the measured CPU."""
+    usage = _same_on_both_engines(_single_sidecar(0.5), 150.0, min_requests=200)
     # half the passes hold 1 ms, half 4 ms: 2.5 ms on average (binomial spread of the draws, 5 sd)
     per_pass = usage.cpu_seconds / usage.jobs
     assert per_pass == pytest.approx(2.5 * MS, abs=5 * 1.5 * MS / math.sqrt(usage.jobs))
+
+
+# -- a feature holding its own share of its time --------------------------------------------------------------------
+
+FEATURE_MS = Deterministic(2 * MS)  # a filter adding 2 ms to every pass, all of it held (the side holds half)
+
+
+def _with_feature(side_fraction: float, feature_sides: dict[str, float]):
+    """``_single_sidecar`` with a default-on feature adding FEATURE_MS to every pass, holding its own share."""
+    from meshsim.mesh import Feature
+
+    scenario = _single_sidecar(side_fraction)
+    feature = Feature("filter", default=True, per_pass={k: FEATURE_MS for k in scenario.mesh.proxy.passes},
+                      sides=feature_sides)
+    mesh = replace(scenario.mesh, features={"filter": feature})
+    return build_scenario(load_topology("single"), mesh, scope="server")
+
+
+def test_one_fraction_mixes_to_itself_and_several_by_their_means() -> None:
+    assert mixed_fraction([(TWO_POINT, 0.37), (FEATURE_MS, 0.37)]) == 0.37  # unchanged, not recomputed
+    assert mixed_fraction([(TWO_POINT, 0.5), (FEATURE_MS, 1.0)]) == pytest.approx((0.5 * 5 + 1.0 * 2) / 7)
+
+
+def test_a_features_own_fraction_sets_the_sides_ceiling_by_the_mixed_mean() -> None:
+    """A 1-or-9 ms pass holding half of itself plus a 2 ms filter holding all of itself: the pass of 3 or 11 ms holds
+    its worker 4.5 ms on average (2.5 + 2), where the side's own fraction alone would hold 3.5 ms."""
+    for sides, held_ms in (({"inbound": 1.0}, 4.5), ({}, 3.5)):
+        scenario = _with_feature(0.5, sides)
+        kinds = tuple(scenario.mesh.proxy.passes)
+        proxy = build_proxy("server/sidecar", "server/sidecar#0", scenario.mesh.proxy,
+                            [scenario.mesh.features[n] for n in scenario.features],
+                            "node", Streams(5, 0), kinds, {})
+        h = proxy.hold_ceilings["inbound"]
+        assert np.mean(np.minimum([3 * MS, 11 * MS], h)) == pytest.approx(held_ms * MS, rel=0.02), sides
+    # without a feature fraction the ceiling is the side's own, exactly as before features could hold their own
+    total = Empirical((3 * MS, 11 * MS))
+    assert hold_ceiling((total,), 0.5) == pytest.approx(4 * MS, rel=0.02)  # mean(min(W, 4)) = (3 + 4) / 2 = 3.5
+
+
+def test_both_engines_hold_a_worker_for_the_same_time_with_a_features_own_fraction() -> None:
+    usage = _same_on_both_engines(_with_feature(0.5, {"inbound": 1.0}), 100.0, min_requests=150)
+    per_pass = usage.cpu_seconds / usage.jobs  # 4.5 ms held on average, by the binomial spread of 3/11 ms draws
+    assert per_pass == pytest.approx(4.5 * MS, abs=5 * 2.0 * MS / math.sqrt(usage.jobs))

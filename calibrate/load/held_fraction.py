@@ -20,7 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.load.wake_gaps import replay_setup
@@ -48,16 +50,19 @@ class HeldFractionFit:
     measured_ms: tuple[float, ...]
     simulated_ms: tuple[float, ...]  # at the chosen fraction
     bound: float = 1.0  # the CPU-based fraction (CPU per pass / pass time): a worker is held only while it computes
+    what: str = ""  # what the fraction is of, where not the side's passes (a feature's per-pass time)
+    level: float | None = None  # the quantile of latency compared (None: the mean)
 
     @property
     def source(self) -> str:
         pairs = ", ".join(f"{r} {m:.3f}/{s:.3f} ms" for r, m, s in zip(self.runs, self.measured_ms, self.simulated_ms))
-        where = f"{self.side} passes" if self.side else "passes"
+        where = self.what or (f"{self.side} passes" if self.side else "passes")
+        statistic = "mean" if self.level is None else f"p{100 * self.level:g}"
         bounded = (f"; at most {self.bound:.3g}, the CPU-based fraction: a pass holds its worker only while it "
                    "computes" if self.bound < 1.0 else "")
         return (f"cpu_fraction {self.fraction:.3g} of the {where} fitted by simulation from bursts of synchronised "
                 f"requests: each burst run replayed for fractions {GRID[0]:g}..{GRID[-1]:g}{bounded}, least squares "
-                f"on relative errors of the mean latency (measured/simulated: {pairs})")
+                f"on relative errors of the {statistic} latency (measured/simulated: {pairs})")
 
 
 def burst_runs(runs: Sequence[Run], path: str | None = None) -> list[Run]:
@@ -82,7 +87,9 @@ def _with_fractions(model: Mapping[str, Any], fractions: Mapping[str, float]) ->
     return {**model, "proxy": proxy}
 
 
-def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int) -> list[float]:
+def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int,
+                     level: float | None = None) -> list[float]:
+    """Each run's simulated mean latency (s), or its ``level`` quantile."""
     from meshsim.sim.engine.replication_result import Horizon
     from meshsim.sim.engine_choice import run_on_chosen_engine
 
@@ -92,7 +99,10 @@ def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, 
         assert setup is not None  # burst_runs() keeps only sidecar runs with a rate
         scenario, workload, duration = setup
         result = run_on_chosen_engine(scenario, workload, Horizon(duration, 0.0), seed, 0)
-        means.append(float(result.latencies.mean()) if result.latencies.size else math.nan)
+        if not result.latencies.size:
+            means.append(math.nan)
+        else:
+            means.append(float(result.latencies.mean() if level is None else np.quantile(result.latencies, level)))
     return means
 
 
@@ -114,11 +124,18 @@ def cpu_bounds(model: Mapping[str, Any]) -> dict[str, float]:
 def _fit_side(model: Mapping[str, Any], bursts: Sequence[Run], side: str, fixed: Mapping[str, float], bound: float,
               work: Path, seed: int) -> HeldFractionFit:
     """Grid (then halving steps to each neighbour) over one side's fraction, the other sides at ``fixed``."""
-    measured = [from_result(r.result).mean for r in bursts]
+    return search_fraction(lambda f: _with_fractions(model, {**fixed, side: f}), bursts, side, bound, work, seed)
+
+
+def search_fraction(model_at: Callable[[float], Mapping[str, Any]], bursts: Sequence[Run], side: str, bound: float,
+                    work: Path, seed: int, what: str = "", level: float | None = None) -> HeldFractionFit:
+    """The fraction in (0, ``bound``] whose model (``model_at(fraction)``) replays ``bursts`` closest to their
+    measured means (or their ``level`` quantiles): a grid, then halving steps to each neighbour of the best."""
+    measured = [from_result(r.result).mean if level is None else from_result(r.result).quantile(level)
+                for r in bursts]
 
     def score(fraction: float) -> float:
-        trial = _with_fractions(model, {**fixed, side: fraction})
-        return _objective(measured, _simulated_means(trial, bursts, work, seed))
+        return _objective(measured, _simulated_means(model_at(fraction), bursts, work, seed, level))
 
     grid = sorted({min(f, bound) for f in GRID})
     scored = [(f, score(f)) for f in grid]
@@ -131,9 +148,10 @@ def _fit_side(model: Mapping[str, Any], bursts: Sequence[Run], side: str, fixed:
         scored += [(f, score(f)) for f in (best - step, best + step) if 0.0 < f <= bound and round(f, 9) not in tried]
         best = min(scored, key=lambda p: p[1])[0]
         step /= 2
-    simulated = _simulated_means(_with_fractions(model, {**fixed, side: best}), bursts, work, seed)
+    simulated = _simulated_means(model_at(best), bursts, work, seed, level)
     return HeldFractionFit(side, best, tuple(sorted(scored)), tuple(r.id for r in bursts),
-                           tuple(m * 1e3 for m in measured), tuple(s_ * 1e3 for s_ in simulated), bound)
+                           tuple(m * 1e3 for m in measured), tuple(s_ * 1e3 for s_ in simulated), bound, what,
+                           level)
 
 
 def fit_held_fraction(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,

@@ -16,7 +16,7 @@ import numpy as np
 
 from meshsim.distributions import Distribution
 from meshsim.distribution_spec import total
-from meshsim.hold_ceiling import hold_ceiling
+from meshsim.hold_ceiling import hold_ceiling, mixed_fraction
 from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Delay, Network, Service
 from meshsim.sim.engine.proxy_views import new_histogram, record
@@ -213,16 +213,21 @@ def build_proxy(component: str, instance: str, model: ProxyModel, features: list
     station = make_station(instance, model.workers, pinned, streams, proxy=model, features=features)
     passes: dict[str, Sampler] = {}
     by_side: dict[str, list[Distribution]] = {}
+    held: dict[str, list[tuple[Distribution, float]]] = {}  # side -> its parts and the fraction of each that holds
     for kind in pass_kinds:
         parts: list[Distribution | None] = [model.passes[kind]]
         parts += [f.per_pass.get(kind) for f in features]
         dist = total(parts)
         assert dist is not None
-        by_side.setdefault(pass_side(kind), []).append(dist)
+        side = pass_side(kind)
+        by_side.setdefault(side, []).append(dist)
+        own = model.side_fraction(side)
+        held.setdefault(side, []).append((model.passes[kind], own))
+        held[side] += [(f.per_pass[kind], f.side_fraction(side, own)) for f in features if kind in f.per_pass]
         # Streams are named after the instance and pass, names that do not depend on the rest of the scenario:
         # a what-if variant sharing this proxy draws the same numbers for it (common random numbers).
         passes[kind] = streams.sampler(f"{instance}:{kind}", dist)
-    ceilings = {side: hold_ceiling(tuple(dists), model.side_fraction(side)) for side, dists in by_side.items()}
+    ceilings = {side: hold_ceiling(tuple(dists), mixed_fraction(held[side])) for side, dists in by_side.items()}
     post = _post_work(instance, model, features, streams, pass_kinds)
     exports: list[Export] = []
     handshake_parts: list[Distribution] = []
