@@ -3,10 +3,10 @@
 The simulated system is one fortio client and one echo server whose network + app time is the model's fitted
 baseline (``calibration.baseline``); network hops are zero because the fitted passes already include the loopback
 hops between app and sidecar. A model fitted on a cluster's runs whose shipped topology they name replays on that
-topology instead, on its cluster (``fit_topology``). Every calibration run is replayed (same rate, connections, -uniform/-jitter, scope
-and features) and its p50/p90/p99 compared with the measured ones. ``refine`` then moves each fitted pass's shift
-until the simulated mean of the run that identified it matches the measured mean: it removes what the
-no-queueing deconvolution attributed to the passes but the simulator produces by queueing.
+topology instead, on its cluster (``fit_topology``). Every calibration run is replayed (same rate, connections,
+-uniform/-jitter, scope and features) and its p50/p90/p99 compared with the measured ones. ``refine`` then moves
+each fitted pass's shift until the simulated mean of the run that identified it matches the measured mean: it
+removes what the no-queueing deconvolution attributed to the passes but the simulator produces by queueing.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int =
 
 def replay_options(topo: Path | Topology, model_path: Path, model: dict[str, Any], run: Run, scope: str, seed: int,
                    duration_s: float) -> PredictOptions:
-    """One replication of ``run``'s own fortio workload on the calibration topology."""
+    """One replication of ``run``'s own fortio workload on the model's replay topology (``fit_topology``)."""
     load = run.manifest.load
     return PredictOptions(topology=topo, mesh=model_path, rps=run.rps, load="fortio", connections=load.connections,
                           uniform=load.uniform, jitter=load.jitter, nocatchup=load.nocatchup,
