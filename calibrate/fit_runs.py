@@ -289,7 +289,7 @@ def _refine_and_check(summary: FitSummary, model_file: Path, ref_runs: Sequence[
             summary.notes.append("refined by simulation: pass shift changes (ms) " +
                                  ", ".join(f"{k} {v:+.4f}" for k, v in changes.items()))
         if check:
-            summary.checks = simcheck.simulate_runs(model_file, ref_runs, Path(work), progress=report_progress)
+            summary.checks = simcheck.simulate_runs(model_file, ref_runs, progress=report_progress)
 
 
 def _proxy_section(mesh: str, decomp: Decomposition, n_workers: int, cpu_limit: float | None,

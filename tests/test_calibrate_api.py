@@ -201,7 +201,7 @@ def test_cold_wakes_and_cpu_from_runs_at_several_rates(tmp_path: Path) -> None:
     assert mesh.proxy.cpu_fraction == pytest.approx(fraction, rel=0.15)
     # the simulator, with the wakeup block and the passes net of it, reproduces the rate dependence
     runs = load_runs([tmp_path / "runs"]).runs
-    for c in simulate_runs(tmp_path / "m.yaml", runs, tmp_path / "sim"):
+    for c in simulate_runs(tmp_path / "m.yaml", runs):
         assert c.model_ms[0] == pytest.approx(c.measured_ms[0], rel=0.05), (c.run_id, c.measured_ms, c.model_ms)
     # the linear CPU fit is still reported: it averages the cold wakes in
     cpu = mesh.calibration["cpu"][0]

@@ -84,8 +84,8 @@ def test_model_reproduces_runs_without_queueing(runs) -> None:
         assert c.within(0.10), (c.run_id, c.measured_ms, c.model_ms)
 
 
-def test_simulator_reproduces_p50_p90_p99_within_10_percent(runs, model_path: Path, tmp_path: Path) -> None:
-    checks = simulate_runs(model_path, runs, tmp_path, seed=11)  # 240 s per run, as measured
+def test_simulator_reproduces_p50_p90_p99_within_10_percent(runs, model_path: Path) -> None:
+    checks = simulate_runs(model_path, runs, seed=11)  # 240 s per run, as measured
     assert len(checks) == 5
     for c in checks:
         assert c.within(0.10), (c.run_id, c.measured_ms, c.model_ms, c.measured_ci_ms)

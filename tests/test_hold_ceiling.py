@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from meshsim.catalog import load_mesh, load_topology
+from meshsim.distribution_spec import total
 from meshsim.distributions import Deterministic, Empirical, Mixture
 from meshsim.hold_ceiling import CEILING_DRAWS, hold_ceiling, mixed_fraction
 from meshsim.scenario import build_scenario
@@ -134,9 +135,9 @@ def test_a_features_own_fraction_sets_the_sides_ceiling_by_the_mixed_mean() -> N
                             "node", Streams(5, 0), kinds, {})
         h = proxy.hold_ceilings["inbound"]
         assert np.mean(np.minimum([3 * MS, 11 * MS], h)) == pytest.approx(held_ms * MS, rel=0.02), sides
-    # without a feature fraction the ceiling is the side's own, exactly as before features could hold their own
-    total = Empirical((3 * MS, 11 * MS))
-    assert hold_ceiling((total,), 0.5) == pytest.approx(4 * MS, rel=0.02)  # mean(min(W, 4)) = (3 + 4) / 2 = 3.5
+        if not sides:  # without a feature fraction: the side's own fraction of the whole pass, unchanged
+            whole = tuple(total([TWO_POINT, FEATURE_MS]) for k in kinds if k.startswith("inbound"))
+            assert h == hold_ceiling(whole, 0.5)
 
 
 def test_both_engines_hold_a_worker_for_the_same_time_with_a_features_own_fraction() -> None:

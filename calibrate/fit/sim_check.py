@@ -108,7 +108,7 @@ def run_features(model: dict[str, Any], run: Run) -> list[str]:
     return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
 
 
-def simulate_runs(model_path: Path, runs: Sequence[Run], work: Path, seed: int = 1,
+def simulate_runs(model_path: Path, runs: Sequence[Run], seed: int = 1,
                   duration_s: float | None = None, progress: Progress | None = None) -> list[ModeCheck]:
     """Simulated vs measured p50/p90/p99 for every run whose path the simulator can reproduce."""
     from meshsim.sim.experiments.predict import predict_options
