@@ -34,9 +34,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The kube tests' control plane (kube-apiserver, etcd, controllers, kwok) runs from the first of them to the
-    # end of the session: they come last, so the lab's measurements never share the cores with it.
-    items.sort(key=lambda item: item.get_closest_marker("kube") is not None)
-    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
+    # end of the session. In one process they come last, so the lab's measurements never share the cores with it;
+    # on workers (tools/run-tests.sh's first phase, which has no lab test) first, so that their waits on the API
+    # server overlap the simulations on the other worker instead of ending the phase alone.
+    workers = config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None)
+    items.sort(key=lambda item: (item.get_closest_marker("kube") is not None) != bool(workers))
+    if not workers:
         return  # without workers (or with `-p no:xdist`, where the marker is unknown) there is nothing to group
     for item in items:
         if any(item.get_closest_marker(m) for m in REAL_PROCESS_MARKERS):

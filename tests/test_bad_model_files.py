@@ -77,8 +77,15 @@ def test_mesh_numbers_are_finite_and_bounded(old: str, new: str, needle: str) ->
 
 
 def test_deep_yaml_nesting_is_one_error_not_recursion() -> None:
-    refused(load_topology_text, "[" * 20_000 + "]" * 20_000, "nested deeper than 64 levels")
-    refused(load_mesh_text, "a: {" * 5_000 + "}" * 5_000, "nested deeper than 64 levels")
+    # libyaml's C parser (used where PyYAML has it) refuses flow nesting past its own limit while scanning, before
+    # any event reaches our check; PyYAML's Python parser leaves it to ours: one line either way
+    deepest = ("nested deeper than 64 levels", "exceeded maximum nesting depth")
+    for text in ("[" * 20_000 + "]" * 20_000, "a: {" * 5_000 + "}" * 5_000):
+        message = refused(load_mesh_text, text, "invalid YAML")
+        assert any(reason in message for reason in deepest), message
+    refused(load_topology_text, "[" * 65 + "]" * 65, "nested deeper than 64 levels")
+    shallow = refused(load_topology_text, "[" * 64 + "]" * 64, "topology")
+    assert "nested" not in shallow  # 64 levels parse; the topology check refuses the list
     refused(load_mesh_text, "".join(" " * i + "k:\n" for i in range(1_000)), "nested deeper than 64 levels")
     refused(load_mesh_text, "x" * (17 * 2**20), "bytes is larger than the 16777216 bytes a model file may be")
 
@@ -202,6 +209,18 @@ def test_yaml_aliases_that_expand_without_bound_are_refused_in_one_line(text):
     with pytest.raises(ModelError, match=r"^bomb\.yaml: line 1: invalid YAML \(aliases expand to more than"):
         parse_yaml_text(text, "bomb.yaml")
     assert time.monotonic() - started < 10  # hang guard (refused after a bounded count, not a timer)
+
+
+def test_yaml_is_parsed_by_libyaml_with_the_strict_checks_on_top() -> None:
+    """Run folders' manifests and model files go through libyaml's C parser (ten times PyYAML's Python one); the
+    duplicate-key, depth and alias checks above are the constructor's and the loader's, on either parser."""
+    from meshsim.yamlio import StrictSafeLoader, parse_yaml_text
+
+    if not yaml.__with_libyaml__:
+        assert os.environ.get("CI") != "true", "PyYAML without libyaml: install the wheel (it bundles libyaml)"
+        pytest.skip("PyYAML built without libyaml: the Python parser serves")
+    assert issubclass(StrictSafeLoader, yaml.cyaml.CParser)
+    assert parse_yaml_text("a: {b: [1, 2.5, x]}\nc: null\n", "ok.yaml") == {"a": {"b": [1, 2.5, "x"]}, "c": None}
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from hypothesis import given, strategies as st
 
-from meshsim.calibrate.measure import fortio_result
+from meshsim.calibrate.measure import fortio_access_log
 from meshsim.calibrate.measure.dataset import load_run
 from meshsim.calibrate.measure.fortio_histogram import result_json
 from meshsim.cli import main
@@ -121,7 +121,7 @@ def test_corrupt_gzip_and_infinity_in_the_access_log(tmp_path: Path) -> None:
 
 def test_a_gzip_bomb_stops_at_the_cap_while_streaming(tmp_path: Path, monkeypatch) -> None:
     """Valid lines only, so the cap is the one reason for refusing; the cap is lowered to keep the test fast."""
-    monkeypatch.setattr(fortio_result, "MAX_ACCESS_LOG_BYTES", 1_000_000)
+    monkeypatch.setattr(fortio_access_log, "MAX_ACCESS_LOG_BYTES", 1_000_000)
     folder = good_run(tmp_path)
     line = b'{"latency": 0.001, "ok": true}\n'
     (folder / "access.jsonl").unlink()
@@ -130,7 +130,7 @@ def test_a_gzip_bomb_stops_at_the_cap_while_streaming(tmp_path: Path, monkeypatc
             fh.write(line * 1000)  # 3 MB decompressed from a few KB
     assert (folder / "access.jsonl.gz").stat().st_size < 50_000
     run_refused(folder, "access log larger than 1000000 bytes (decompressed)")
-    monkeypatch.setattr(fortio_result, "MAX_ACCESS_LOG_BYTES", 10_000_000)
+    monkeypatch.setattr(fortio_access_log, "MAX_ACCESS_LOG_BYTES", 10_000_000)
     assert load_run(folder).result.samples.size == 100_000  # the same file within the cap loads
     with gzip.open(folder / "access.jsonl.gz", "wb") as fh:  # one endless line: refused after 64 KB
         for _ in range(100):

@@ -14,7 +14,7 @@ import pytest
 
 from meshsim.calibrate.fit.convolution import Grid, from_observation, power
 from meshsim.calibrate.load.cpu_cost import fit_cpu
-from meshsim.calibrate.fit.deconvolution import Term, fit_component
+from meshsim.calibrate.fit.deconvolution import ComponentFit, Term, fit_component
 from meshsim.calibrate.fit.families import Family
 from meshsim.calibrate.measure.fortio_histogram import histogram_data
 from meshsim.calibrate.fit.mle import fit_best, fit_family
@@ -163,3 +163,45 @@ def test_cpu_cost_and_wakeup_recovered() -> None:
     # by default tau may not exceed 5x the largest gap seen: a prior beyond it is clipped, and that is a bound
     clipped = fit_wakeup(gaps[:2], added[:2], tau_prior_s=3e-3)
     assert clipped.tau_s == pytest.approx(2.5e-3) and clipped.on_bound and not clipped.accepted
+
+
+def test_a_warm_refit_starts_from_the_last_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wake-up loop refits the passes over slightly other known parts (its cold wake-ups). Warm, without
+    exploring, each family runs one optimisation, from the last fit's optimum, instead of one per start of its own,
+    and lands where the fit from its own starts lands; exploring, it adds the last optimum to its own starts, so it
+    is never worse than the fit without it."""
+    from meshsim.calibrate.fit import deconvolution
+
+    hop = Shifted(Gamma(3.0, 0.05e-3), 0.05e-3)
+    base = Shifted(LogNormal(math.log(0.3e-3), 0.3), 0.1e-3)
+    n = 20000
+    b_obs = fortio_obs(base.sample(RNG, n), 1e-5, "baseline")
+    s_obs = fortio_obs(base.sample(RNG, n) + hop.sample(RNG, n) + hop.sample(RNG, n), 1e-5, "server-sidecar")
+    known = from_observation(Grid.covering([b_obs, s_obs]), b_obs)
+    families = [Family("gamma", True), Family("lognormal", True)]
+    monkeypatch.setattr(deconvolution.os, "sched_getaffinity", lambda _pid: {0})  # starts counted in this process
+    starts: list[int] = []
+    optimise = deconvolution.maximise
+
+    def counted(objective, from_starts, max_evals):
+        starts.append(len(from_starts))
+        return optimise(objective, from_starts, max_evals)
+
+    monkeypatch.setattr(deconvolution, "maximise", counted)
+
+    def fitted(terms: list[Term], **warm) -> tuple[list[int], dict[str, float], ComponentFit]:
+        starts.clear()
+        fit = fit_component("inbound", terms, families, **warm)
+        return list(starts), {f.family.name: f.loglik for f in fit.fits}, fit
+
+    own_starts, _, last = fitted([Term(s_obs, known, 2)])
+    assert own_starts == [4, 4]  # a shifted family's four starting shifts
+    moved = [Term(s_obs, known.delayed(8e-6), 2)]  # the known parts 8 us later: a cold wake-up's share
+    fresh_starts, fresh, fresh_fit = fitted(moved)
+    warm_starts, warm, warm_fit = fitted(moved, warm=last, explore=False)
+    both_starts, both, _ = fitted(moved, warm=last)
+    assert fresh_starts == [4, 4] and warm_starts == [1, 1] and both_starts == [5, 5]
+    for name in fresh:
+        assert warm[name] == pytest.approx(fresh[name], abs=0.5)
+        assert both[name] >= fresh[name] - 1e-9
+    assert warm_fit.best.distribution.mean == pytest.approx(fresh_fit.best.distribution.mean, rel=0.01)

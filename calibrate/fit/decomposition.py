@@ -92,9 +92,13 @@ def decompose(
     families: Sequence[Family] | None = None,
     progress: Progress | None = None,
     cold: ColdWakes | None = None,
+    warm: Decomposition | None = None,
+    explore: bool = True,
 ) -> Decomposition:
     """``cold``: cold wake-ups the proxy passes of these runs hold but the fitted passes must not (the simulator
-    adds them itself); they are known parts of every sidecar run."""
+    adds them itself); they are known parts of every sidecar run. ``warm``: a decomposition of the same runs over
+    other cold wake-ups; its baseline is kept (no known parts under it) and each component also starts from its
+    fit (``explore`` off: only from there, see ``fit_component``)."""
     report_progress = progress or (lambda _m: None)
     baselines = _select(runs, "baseline", frozenset()) or [r for r in runs if r.manifest.setup.path == "baseline"]
     if not baselines:
@@ -104,19 +108,13 @@ def decompose(
     grid = Grid.covering(list(observations.values()))
     base = _pooled(grid, baselines)
     main_base = max(baselines, key=lambda r: r.result.count)
-    report_progress(f"fitting baseline (network + app) from {', '.join(r.id for r in baselines)}")
-    rejected: list[str] = []
-    base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
-                           rejected=rejected)
-    out = Decomposition(base_fit, tuple(r.id for r in baselines), observations=observations,
-                        baseline_obs=observations[main_base.id])
-    if rejected:
-        out.notes.append(f"baseline: better-AIC candidates rejected ({'; '.join(rejected)})")
+    out = _baseline_fit(baselines, main_base, observations, families, warm, report_progress)
 
     def fit(name: str, chosen: list[Run], known: GridPmf, k: int) -> GridPmf:
         report_progress(f"fitting {name} from {', '.join(r.id for r in chosen)} ({k} passes over the known parts)")
         terms = [Term(observations[r.id], known, k) for r in chosen]
-        comp = fit_component(name, terms, families, progress=report_progress)
+        comp = fit_component(name, terms, families, progress=report_progress,
+                             warm=warm.components.get(name) if warm is not None else None, explore=explore)
         out.components[name] = comp
         if comp.rejected:
             out.notes.append(f"{name}: better-AIC candidates rejected ({'; '.join(comp.rejected)})")
@@ -159,6 +157,25 @@ def decompose(
     return out
 
 
+def _baseline_fit(baselines: Sequence[Run], main_base: Run, observations: dict[str, Observation],
+                  families: Sequence[Family] | None, warm: Decomposition | None,
+                  report_progress: Progress) -> Decomposition:
+    """A decomposition holding the baseline's fit (``warm``'s when it fitted the same runs: nothing under it moved)."""
+    ids = tuple(r.id for r in baselines)
+    rejected: list[str] = []
+    if warm is not None and warm.baseline_runs == ids:
+        base_fit = warm.baseline
+        rejected = [n.removeprefix("baseline: ") for n in warm.notes if n.startswith("baseline: ")]
+    else:
+        report_progress(f"fitting baseline (network + app) from {', '.join(ids)}")
+        base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
+                               rejected=rejected)
+        rejected = [f"better-AIC candidates rejected ({'; '.join(rejected)})"] if rejected else []
+    out = Decomposition(base_fit, ids, observations=observations, baseline_obs=observations[main_base.id])
+    out.notes.extend(f"baseline: {note}" for note in rejected)
+    return out
+
+
 COLD_SHARES = (1.0, 0.5, 0.0)  # of the predicted cold wakes a reference run may hold, per side
 
 
@@ -169,7 +186,8 @@ COLD_SIDES = {"proxy.inbound_pass": ("inbound",), "proxy.outbound_pass": ("outbo
 
 
 def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Sequence[Family] | None = None,
-                              progress: Progress | None = None) -> tuple[Decomposition, dict[str, float]]:
+                              progress: Progress | None = None, warm: Decomposition | None = None,
+                              explore: bool = True) -> tuple[Decomposition, dict[str, float]]:
     """``decompose`` with the cold wakes the idle gaps predict as known parts. A busy machine keeps its cores
     awake, so a run may hold fewer than its gaps predict, and then no candidate reproduces it over all of them:
     the refusing side is tried with each smaller share (COLD_SHARES) and the share whose passes reproduce the runs
@@ -179,7 +197,7 @@ def decompose_with_cold_wakes(runs: Sequence[Run], cold: ColdWakes, families: Se
 
     def attempt(share: dict[str, float]) -> Decomposition:
         known = cold.scaled("inbound", share["inbound"]).scaled("outbound", share["outbound"])
-        return decompose(runs, families, report_progress, cold=known)
+        return decompose(runs, families, report_progress, cold=known, warm=warm, explore=explore)
 
     full = {"inbound": 1.0, "outbound": 1.0}
     try:

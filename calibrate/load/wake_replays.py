@@ -52,7 +52,10 @@ def fit_wakeups_on_replays(assemble: Assemble, decomp: Decomposition, replay: Se
         settled = fitted is not None and _settled(fitted.wakeup or {}, trial.wakeup or {})
         fitted = trial
         report_progress("fitting the passes again with the reference rate's wake-ups as known parts")
-        decomp, shares = decompose_with_cold_wakes(ref_runs, trial.cold, fams, report_progress)
+        # the loop's fits in between start from the last one's optimum only; its last fit explores as the first did
+        last = settled or replayed == WAKE_REPLAYS
+        decomp, shares = decompose_with_cold_wakes(ref_runs, trial.cold, fams, report_progress, warm=decomp,
+                                                   explore=last)
         if settled:
             break
     if fitted is None:

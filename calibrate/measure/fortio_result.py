@@ -1,38 +1,33 @@
-"""fortio's result JSON (today's 1.6x format and the old 1.3.x one) and its per-request access log.
+"""fortio's result JSON (today's 1.6x format and the old 1.3.x one), with its per-request access log when given.
 
 A :class:`FortioResult` keeps the latency histogram exactly as fortio recorded it (bucket edges in seconds; fortio
 replaces the first bucket's start by the minimum and the last bucket's end by the maximum) together with everything
 fortio says about how the run was made. A result missing that provenance is refused: a number we cannot explain is
-not fitted. Raw per-request samples from ``-access-log-file`` are attached when present (raw samples beat buckets).
+not fitted. Raw per-request samples from ``-access-log-file`` are attached when present (raw samples beat buckets;
+the log's reader is :mod:`meshsim.calibrate.measure.fortio_access_log`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
-import io
 import math
-import zlib
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from meshsim.calibrate.measure.fortio_access_log import read_access_log
 from meshsim.errors import ModelError
 from meshsim.yamlio import input_file_problem
 
 # Keys without which a result cannot say how it was made (present in fortio 1.3.1 and 1.6x alike).
 PROVENANCE_KEYS = ("Labels", "StartTime", "RequestedQPS", "ActualQPS", "NumThreads", "URL", "Version", "RetCodes")
-# Size caps, checked while reading (streaming), so that a hostile file cannot exhaust memory: a fortio result is
-# a few hundred KB; an access log holds ~130 bytes per request, so 256 MiB is two million requests, far beyond any
-# probe we run (the shipped logs are under 1 MB). A 400 KB gzip bomb that expands to 400 MB stops at the cap.
+# A fortio result is a few hundred KB: a bigger file is refused before it is parsed (the access log's caps are in
+# fortio_access_log).
 MAX_RESULT_BYTES = 64 * 1024 * 1024
-MAX_ACCESS_LOG_BYTES = 256 * 1024 * 1024
-MAX_LOG_LINE = 64 * 1024  # one access-log entry is ~130 characters
 
 
 @dataclass(frozen=True)
@@ -221,49 +216,6 @@ def _warmup(data: Mapping[str, Any]) -> str | None:
     if isinstance(exactly, int) and not isinstance(exactly, bool) and exactly > 0:
         return "none"
     return "sequential" if data.get("SequentialWarmup") is True else None
-
-
-def _log_lines(path: Path) -> Any:
-    """Stream the lines of an access log (gzipped as ``*.gz``), stopping at MAX_ACCESS_LOG_BYTES decompressed."""
-    raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-    with raw, io.TextIOWrapper(raw, encoding="utf-8") as text:  # type: ignore[arg-type]
-        read = 0
-        while line := text.readline(MAX_LOG_LINE + 1):  # bounded: one endless line is no bomb either
-            read += len(line)
-            if len(line) > MAX_LOG_LINE:
-                raise _fail(str(path), f"a line longer than {MAX_LOG_LINE} characters: not a fortio access log")
-            if read > MAX_ACCESS_LOG_BYTES:
-                raise _fail(str(path), f"access log larger than {MAX_ACCESS_LOG_BYTES} bytes (decompressed): "
-                            "not read")
-            yield line
-
-
-def read_access_log(path: str | Path) -> np.ndarray:
-    """Latencies (seconds) of the successful requests in a fortio ``-access-log-file`` (JSON lines)."""
-    where = str(path)
-    values = array("d")
-    try:
-        for i, line in enumerate(_log_lines(Path(path)), 1):
-            if line.strip():
-                latency, ok = _log_entry(line, where, i)
-                if ok:
-                    values.append(latency)
-    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-        raise _fail(where, f"cannot read access log ({type(exc).__name__}: {exc})") from None
-    if not values:
-        raise _fail(where, "no successful requests in the access log")
-    return np.frombuffer(values, dtype=float).copy()
-
-
-def _log_entry(line: str, where: str, i: int) -> tuple[float, bool]:
-    try:
-        entry = json.loads(line)
-        latency = float(entry["latency"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
-        raise _fail(where, f"line {i}: not a fortio access-log entry (needs JSON with 'latency')") from None
-    if not math.isfinite(latency) or latency < 0:
-        raise _fail(where, f"line {i}: latency must be a finite number >= 0, got {entry['latency']!r}")
-    return latency, bool(entry.get("ok", True))
 
 
 def read_result(path: str | Path, access_log: str | Path | None = None) -> FortioResult:
