@@ -168,8 +168,8 @@ def test_cpu_cost_and_wakeup_recovered() -> None:
 def test_a_warm_refit_starts_from_the_last_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     """The wake-up loop refits the passes over slightly other known parts (its cold wake-ups). Warm, without
     exploring, each family runs one optimisation, from the last fit's optimum, instead of one per start of its own,
-    and lands where the fit from its own starts lands; exploring, it adds the last optimum to its own starts, so it
-    is never worse than the fit without it."""
+    and lands where the fit from its own starts lands; exploring, it adds the last optimum to its own starts (five
+    per family) and lands there too."""
     from meshsim.calibrate.fit import deconvolution
 
     hop = Shifted(Gamma(3.0, 0.05e-3), 0.05e-3)
@@ -203,5 +203,5 @@ def test_a_warm_refit_starts_from_the_last_optimum(monkeypatch: pytest.MonkeyPat
     assert fresh_starts == [4, 4] and warm_starts == [1, 1] and both_starts == [5, 5]
     for name in fresh:
         assert warm[name] == pytest.approx(fresh[name], abs=0.5)
-        assert both[name] >= fresh[name] - 1e-9
+        assert both[name] == pytest.approx(fresh[name], abs=0.5)
     assert warm_fit.best.distribution.mean == pytest.approx(fresh_fit.best.distribution.mean, rel=0.01)

@@ -162,17 +162,17 @@ def _baseline_fit(baselines: Sequence[Run], main_base: Run, observations: dict[s
                   report_progress: Progress) -> Decomposition:
     """A decomposition holding the baseline's fit (``warm``'s when it fitted the same runs: nothing under it moved)."""
     ids = tuple(r.id for r in baselines)
-    rejected: list[str] = []
     if warm is not None and warm.baseline_runs == ids:
+        notes = [n for n in warm.notes if n.startswith("baseline: ")]
         base_fit = warm.baseline
-        rejected = [n.removeprefix("baseline: ") for n in warm.notes if n.startswith("baseline: ")]
     else:
         report_progress(f"fitting baseline (network + app) from {', '.join(ids)}")
+        rejected: list[str] = []
         base_fit, _ = fit_best(observations[main_base.id], families, component="baseline (network + app)",
                                rejected=rejected)
-        rejected = [f"better-AIC candidates rejected ({'; '.join(rejected)})"] if rejected else []
+        notes = [f"baseline: better-AIC candidates rejected ({'; '.join(rejected)})"] if rejected else []
     out = Decomposition(base_fit, ids, observations=observations, baseline_obs=observations[main_base.id])
-    out.notes.extend(f"baseline: {note}" for note in rejected)
+    out.notes.extend(notes)
     return out
 
 
