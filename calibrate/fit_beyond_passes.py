@@ -1,6 +1,7 @@
 """What ``fit_runs`` adds to a model beyond the passes, each from the runs that show it: the cluster's wake-up and the
 graded share of the proxies' (by simulation), the held fraction of a pass (bursts, by simulation), the network hop's
-tail (baseline runs, by simulation), memory (recorded RSS) and how the runs drove fortio.
+tail (baseline runs, by simulation), how often a thread keeps a lab host's core till the next tick (loaded runs' p99,
+by simulation), memory (recorded RSS) and how the runs drove fortio.
 Each step writes its part into the model dict with its source, or a note saying why it could not."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def add_beyond_passes(model: dict[str, Any], saturated: list[dict[str, Any]], us
     add_held_fraction(model, usable, notes, report_progress)
     if network_hop and not on_topology:
         add_network_hop(model, usable, notes, report_progress)
+    add_tick_hold(model, usable, notes, report_progress)
     block, why = runs_load_block(usable)
     if block is not None:
         model.setdefault("cluster", {})["load"] = block
@@ -73,6 +75,25 @@ def add_held_fraction(model: dict[str, Any], usable: Sequence[Run], notes: list[
         # then each feature's own, from its bursts, with the sides' fractions in place
         apply_feature_fractions(model, fit_feature_fractions(model, usable, Path(work), progress=report_progress),
                                 notes)
+
+
+def add_tick_hold(model: dict[str, Any], usable: Sequence[Run], notes: list[str], report_progress: Progress) -> None:
+    """``cluster.tick_hold``: how often a thread keeps a core of the lab's host till the scheduler's next tick, from
+    the runs with several connections on that host (their p99, by simulation; calibrate/load/tick_hold_fit.py).
+    Last, since every part before it shapes the replayed tails."""
+    from meshsim.calibrate.load.tick_hold_fit import fit_tick_hold, tick_hold_runs
+
+    if not model.get("proxy") or not tick_hold_runs(usable):
+        return
+    report_progress(f"fitting how often a thread keeps a core till the next tick from {len(tick_hold_runs(usable))} "
+                    "runs with several connections on the host ...")
+    with tempfile.TemporaryDirectory(prefix="meshsim-tick-") as work:
+        fit = fit_tick_hold(model, usable, Path(work), progress=report_progress)
+    if fit is None:
+        return
+    model.setdefault("cluster", {})["tick_hold"] = fit.block()
+    notes.append(f"cluster.tick_hold: share {fit.share:g} of the bursts that find the host's cores taken wait for "
+                 f"the next {fit.tick_ms:g} ms tick, from {', '.join(fit.runs)}")
 
 
 def add_cluster_on_topology(model: dict[str, Any], usable: Sequence[Run], notes: list[str],

@@ -178,7 +178,8 @@ class Weibull(Distribution):
         return self.scale * rng.weibull(self.shape, n)
 
     def cdf(self, x: np.ndarray | float) -> np.ndarray:
-        return _scipy_stats().weibull_min.cdf(x, self.shape, scale=self.scale)
+        with np.errstate(over="ignore"):  # a power overflowing far in the tail, where the CDF is 1
+            return _scipy_stats().weibull_min.cdf(x, self.shape, scale=self.scale)
 
     def _spec(self) -> dict[str, Any]:
         return {"family": "weibull", "shape": self.shape, "scale_ms": self.scale / MS}

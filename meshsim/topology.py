@@ -17,6 +17,7 @@ from meshsim.errors import FieldError, ModelError
 from meshsim.handler_steps import (  # noqa: F401 (the step types are re-exported: part of a topology)
     Call, Choose, Compute, Delay, Parallel, Step, parse_step)
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
+from meshsim.tick_hold import TickHold
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
 
@@ -120,6 +121,9 @@ class Topology:
     # Linux's per-CPU run queues on those nodes: a burst that finds no core idle queues on one core, chosen when it
     # wakes, instead of taking whichever core frees first (sim/engine/stations.py NodeCores)
     per_core_queues: bool = False
+    # a thread with a backlog keeps its core till the scheduler's next tick, for a share of the bursts that find the
+    # cores of those nodes taken (meshsim/tick_hold.py); fitted per host, so set from a model's cluster block
+    tick_hold: TickHold | None = None
 
     def callees_first(self) -> list[str]:
         """Every service after the services it calls (the graph is acyclic: checked on load)."""
@@ -155,16 +159,18 @@ class Topology:
         """The hops between an app and its sidecar take no time of their own (a mesh model's passes hold them)."""
         return replace(self, network=replace(self.network, loopback=Deterministic(0.0)))
 
-    def on_one_host(self, cores: float, per_core_queues: bool = False) -> "Topology":
+    def on_one_host(self, cores: float, per_core_queues: bool = False,
+                    tick_hold: TickHold | None = None) -> "Topology":
         """The lab: the client, every app and every proxy on one machine sharing its cores.
 
         Every CPU consumer of the topology lands on that host: app computes, proxy passes, the load generator's
         ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
         the host as one burst). The topology's own node declarations (``single``: client and server apart) give
-        way."""
+        way. ``tick_hold``: how often a thread keeps one of the host's cores till the next tick (fitted for that
+        host), else the topology's own."""
         services = {name: replace(svc, node="host", nodes=()) for name, svc in self.services.items()}
         return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores},
-                       per_core_queues=per_core_queues)
+                       per_core_queues=per_core_queues, tick_hold=tick_hold or self.tick_hold)
 
 
 # ---------------------------------------------------------------------------------------------------------------

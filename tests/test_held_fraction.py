@@ -37,7 +37,7 @@ BASELINE = {"family": "lognormal", "median_ms": 0.15, "sigma": 0.3, "shift_ms": 
 TRUE_FRACTION = 0.7
 
 
-def _model(fraction: float, sides: dict[str, float] | None = None) -> dict:
+def truth_model(fraction: float, sides: dict[str, float] | None = None) -> dict:
     proxy = {"kind": "envoy", "placement": "sidecar", "dispatch": "pinned", "connection_balance": "round_robin",
              "workers": 2, "cpu_limit": None, "header_bytes": 0, "per_kb_ms": 0.0, "source": "test truth",
              "cpu_fraction": fraction,
@@ -56,7 +56,7 @@ def _burst_run(tmp: Path, connections: int, path: str = "both-sidecars", sides: 
                ) -> Path:
     from meshsim.sim.experiments.predict import predict
 
-    model = _model(TRUE_FRACTION, sides)
+    model = truth_model(TRUE_FRACTION, sides)
     model_path = tmp / "truth.yaml"
     model_path.write_text(yaml.safe_dump(model, sort_keys=False))
     scope = {"both-sidecars": "both", "server-sidecar": "server"}[path]
@@ -79,7 +79,7 @@ def test_a_known_held_fraction_is_recovered_from_bursts(tmp_path: Path) -> None:
     folders = [_burst_run(tmp_path, c) for c in (2, 4, 8)]
     runs = load_runs(folders).runs
     assert len(burst_runs(runs)) == 3
-    [fit] = fit_held_fraction(_model(0.2), runs, tmp_path / "work", seed=5)
+    [fit] = fit_held_fraction(truth_model(0.2), runs, tmp_path / "work", seed=5)
     assert fit.side == "" and fit.fraction == pytest.approx(TRUE_FRACTION, abs=0.1)
     # the objective is informative: far fractions are clearly worse than the chosen one
     scores = dict(fit.objective)
@@ -90,11 +90,11 @@ def test_a_known_held_fraction_is_recovered_from_bursts(tmp_path: Path) -> None:
 def test_each_sides_fraction_is_recovered_from_server_only_and_both_sidecar_bursts(tmp_path: Path) -> None:
     truth = {"inbound": 0.3, "outbound": 0.8}
     folders = [_burst_run(tmp_path, c, path, truth) for c in (4, 8) for path in ("server-sidecar", "both-sidecars")]
-    fits = fit_held_fraction(_model(0.5), load_runs(folders).runs, tmp_path / "work", seed=5)
+    fits = fit_held_fraction(truth_model(0.5), load_runs(folders).runs, tmp_path / "work", seed=5)
     assert [f.side for f in fits] == ["inbound", "outbound"]
     for fit in fits:
         assert fit.fraction == pytest.approx(truth[fit.side], abs=0.1), fit.source
-    model = _model(0.5)
+    model = truth_model(0.5)
     notes: list[str] = []
     apply_held_fraction(model, fits, notes)
     assert {k: v["cpu_fraction"] for k, v in model["proxy"]["sides"].items()} == {f.side: round(f.fraction, 4) for f in fits}
@@ -104,7 +104,7 @@ def test_each_sides_fraction_is_recovered_from_server_only_and_both_sidecar_burs
 def test_a_side_never_holds_its_worker_longer_than_its_measured_cpu_allows(tmp_path: Path) -> None:
     """The bursts say 0.7; the runs' CPU per pass says at most 0.4 of the pass computes: the fit stops there."""
     folders = [_burst_run(tmp_path, c) for c in (4, 8)]
-    cpu_based = _model(0.4, {"inbound": 0.4, "outbound": 0.4})
+    cpu_based = truth_model(0.4, {"inbound": 0.4, "outbound": 0.4})
     fits = fit_held_fraction(cpu_based, load_runs(folders).runs, tmp_path / "work", seed=5,
                              bounds=cpu_bounds(cpu_based))
     assert [f.side for f in fits] == [""]
@@ -115,8 +115,8 @@ def test_a_side_never_holds_its_worker_longer_than_its_measured_cpu_allows(tmp_p
 def test_the_fitted_fraction_replaces_the_cpu_based_one_and_says_so(tmp_path: Path) -> None:
     folders = [_burst_run(tmp_path, c) for c in (2, 4)]
     runs = load_runs(folders).runs
-    assert fit_held_fraction(_model(0.2), [r for r in runs if r.manifest.load.connections == 1], tmp_path) == []
-    model = _model(0.9)
+    assert fit_held_fraction(truth_model(0.2), [r for r in runs if r.manifest.load.connections == 1], tmp_path) == []
+    model = truth_model(0.9)
     notes: list[str] = []
     fits = fit_held_fraction(model, runs, tmp_path / "work", seed=5, bounds=cpu_bounds(model))
     apply_held_fraction(model, fits, notes)
@@ -127,7 +127,7 @@ def test_the_fitted_fraction_replaces_the_cpu_based_one_and_says_so(tmp_path: Pa
 def test_without_bursts_or_cpu_the_lab_prior_is_used_and_said() -> None:
     prior = lab_prior()
     assert 0.0 < prior.fraction <= 1.0 and LAB_PRIOR in prior.source
-    model = _model(0.5)
+    model = truth_model(0.5)
     del model["proxy"]["cpu_fraction"]  # one-connection runs without CPU data: nothing of their own
     notes: list[str] = []
     said: list[str] = []
@@ -138,7 +138,7 @@ def test_without_bursts_or_cpu_the_lab_prior_is_used_and_said() -> None:
 
 
 def test_a_cpu_based_estimate_is_kept_over_the_prior() -> None:
-    model = _model(0.45)
+    model = truth_model(0.45)
     notes: list[str] = []
     apply_prior(model, notes, lambda _m: None)
     assert model["proxy"]["cpu_fraction"] == 0.45 and "CPU-based" in notes[0]
@@ -203,7 +203,7 @@ FILTER = {"family": "gamma", "shape": 4.0, "scale_ms": 0.05, "source": "test tru
 
 
 def _model_with_filter(sides: dict[str, float], filter_sides: dict[str, float] | None) -> dict:
-    model = _model(0.5, sides)
+    model = truth_model(0.5, sides)
     block = {"default": False, "source": "test truth", "per_pass": {k: FILTER for k in model["proxy"]["passes"]}}
     if filter_sides:
         block["sides"] = {side: {"cpu_fraction": f} for side, f in filter_sides.items()}

@@ -37,7 +37,8 @@ def _base_cdf(family: str, a: float, b: float, x: np.ndarray) -> np.ndarray:
     if family == "gamma":  # a = shape, b = scale
         return special.gammainc(a, xp / b)
     if family == "weibull":  # a = shape, b = scale
-        return -np.expm1(-((xp / b) ** a))
+        with np.errstate(over="ignore"):  # (x / b) ** a overflows to inf far in the tail, where the CDF is 1
+            return -np.expm1(-((xp / b) ** a))
     raise ValueError(family)
 
 

@@ -26,6 +26,7 @@ from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.progress import Progress
+from meshsim.tick_hold import TickHold
 from meshsim.topology import Topology
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both"}
@@ -100,6 +101,16 @@ def fit_topology(model: Mapping[str, Any]) -> Topology:
     if facts is None or facts.wakeup is None:  # the cluster's wake-up is fitted or absent, never the topology's
         topology = replace(topology, services={n: replace(s, wakeup=None) for n, s in topology.services.items()})
     return facts.applied_to(topology) if facts is not None else topology
+
+
+def host_tick_hold(model: Mapping[str, Any]) -> TickHold | None:
+    """The model's fitted tick hold of its lab host (``cluster.tick_hold``), which a replay of a run on that host
+    uses whatever topology it replays on."""
+    from meshsim.tick_hold import parse_tick_hold
+    from meshsim.yamlio import Section
+
+    block = (model.get("cluster") or {}).get("tick_hold")
+    return parse_tick_hold(Section(block, "cluster.tick_hold")) if block else None
 
 
 def run_features(model: dict[str, Any], run: Run) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.load.wake_gaps import replay_setup
+from meshsim.calibrate.load.wake_gaps import replay_latencies
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.tables import measurements_dir
 from meshsim.errors import ModelError
@@ -90,19 +90,13 @@ def _with_fractions(model: Mapping[str, Any], fractions: Mapping[str, float]) ->
 def _simulated_means(model: Mapping[str, Any], runs: Sequence[Run], work: Path, seed: int,
                      level: float | None = None) -> list[float]:
     """Each run's simulated mean latency (s), or its ``level`` quantile."""
-    from meshsim.sim.engine.replication_result import Horizon
-    from meshsim.sim.engine_choice import run_on_chosen_engine
-
     means = []
-    for run in runs:
-        setup = replay_setup(dict(model), run, work, MAX_REQUESTS)
-        assert setup is not None  # burst_runs() keeps only sidecar runs with a rate
-        scenario, workload, duration = setup
-        result = run_on_chosen_engine(scenario, workload, Horizon(duration, 0.0), seed, 0)
-        if not result.latencies.size:
+    for run in runs:  # burst_runs() keeps only sidecar runs with a rate
+        latencies = replay_latencies(dict(model), run, work, MAX_REQUESTS, seed)
+        if not latencies.size:
             means.append(math.nan)
         else:
-            means.append(float(result.latencies.mean() if level is None else np.quantile(result.latencies, level)))
+            means.append(float(latencies.mean() if level is None else np.quantile(latencies, level)))
     return means
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import write_model
-from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, fit_topology, run_features
+from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, fit_topology, host_tick_hold, run_features
 from meshsim.progress import Progress
 
 MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
@@ -48,7 +48,7 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
     if run.lab_host_cores is not None:
         # as `meshsim validate` replays it: every lab process shares the host's cores, and a pass that waits for a
         # core keeps its worker busy (fewer, shorter idle gaps at high rates)
-        topology = topology.on_one_host(run.lab_host_cores)
+        topology = topology.on_one_host(run.lab_host_cores, tick_hold=host_tick_hold(model))
     mesh = load_mesh(str(write_model(model, work / "replayed.yaml")))
     if mesh.proxy is None:
         return None
@@ -61,6 +61,18 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
                                    version=checked_version(run.result.version) or DEFAULT_VERSION,
                                    warmup=run.result.warmup))
     return scenario, workload, duration
+
+
+def replay_latencies(model: dict[str, Any], run: Run, work: Path, max_requests: int, seed: int) -> np.ndarray:
+    """The latencies (s) of one replication replaying ``run`` with ``model`` (:func:`replay_setup`), on the engine
+    the scenario chooses; the run must have a sidecar and a fixed rate."""
+    from meshsim.sim.engine.replication_result import Horizon
+    from meshsim.sim.engine_choice import run_on_chosen_engine
+
+    setup = replay_setup(model, run, work, max_requests)
+    assert setup is not None  # callers pick sidecar runs with a rate
+    scenario, workload, duration = setup
+    return run_on_chosen_engine(scenario, workload, Horizon(duration, 0.0), seed, 0).latencies
 
 
 def simulate_gaps(model: dict[str, Any], runs: Sequence[Run], work: Path, seed: int = 1,

@@ -27,13 +27,14 @@ from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS, fit_topology, replay_topology_name
+from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS, fit_topology, host_tick_hold, replay_topology_name
 from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
 from meshsim.mesh import mesh_from_data
+from meshsim.tick_hold import TickHold
 from meshsim.topology import Topology, topology_from_data
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
@@ -319,9 +320,10 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
     return _SPLITS[key]
 
 
-def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False) -> Topology:
+def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False,
+                tick_hold: TickHold | None = None) -> Topology:
     """The lab: every process on one machine sharing its cores (:meth:`meshsim.topology.Topology.on_one_host`)."""
-    return topology.on_one_host(cores, per_core_queues)
+    return topology.on_one_host(cores, per_core_queues, tick_hold)
 
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
@@ -358,8 +360,12 @@ def replay_options(model: Mapping[str, Any], run: Run, topo: Topology, derived: 
             notes.append(f"saturated lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores "
                          f"during it (where.host_load): the lab's processes share the {left:.2f} they left")
             cores = left
-        topo = on_one_host(topo, cores, settings.per_core_queues)
+        hold = host_tick_hold(model)
+        topo = on_one_host(topo, cores, settings.per_core_queues, hold)
         notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
+        if hold is not None and hold.share > 0:
+            notes.append(f"the model's tick hold (cluster.tick_hold, fitted on its lab host): {hold.share:g} of the "
+                         f"bursts that find the cores taken wait for the next {hold.tick * 1e3:g} ms tick")
     duration = run.result.duration_s if run.result.duration_s == run.result.duration_s else (load.duration_s or 10.0)
     if duration > settings.sim_duration_s:
         notes.append(f"simulated {settings.sim_duration_s:g} s per replication of a {duration:g} s run (max is not "

@@ -33,7 +33,7 @@ class HostCpu:
         if kernel is not None:
             self.kernel_per_hop = _draws(streams, "kernel:per-hop", kernel.per_hop)
             self.kernel_per_kb = _draws(streams, "kernel:per-kb", kernel.per_kb)
-        self.node_cpu = {node: NodeCores(cores, lambda: env.now, topo.per_core_queues)
+        self.node_cpu = {node: NodeCores(cores, lambda: env.now, topo.per_core_queues, topo.tick_hold)
                          for node, cores in topo.node_cores.items()}
         self.time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
 

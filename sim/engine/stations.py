@@ -14,6 +14,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from meshsim.tick_hold import TickHold
 from meshsim.wakeup import WakeUp
 
 CFS_PERIOD = 0.1  # Linux CFS bandwidth period (cpu.cfs_period_us default 100 ms)
@@ -78,9 +79,14 @@ class NodeCores:
     at its wake-up, which cannot know which core frees first: the next core in turn (a deterministic stand-in for the
     kernel's choice between the wakee's previous core and the waker's). It waits there even when another core frees
     sooner: the measured kernel placed woken threads so (measurements/lab-runqueue-2026-11-27).
+
+    With ``tick_hold`` a share of the bursts that find no core idle first wait for the scheduler's next tick (a
+    thread with a backlog kept the core; meshsim/tick_hold.py), counted deterministically: each such burst adds the
+    share to ``owed`` and the one that takes it past a whole waits.
     """
 
-    def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0, per_core_queues: bool = False) -> None:
+    def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0, per_core_queues: bool = False,
+                 tick_hold: TickHold | None = None) -> None:
         if not cores > 0:
             raise ValueError(f"a node needs cores > 0, got {cores}")
         n = math.ceil(cores)
@@ -96,6 +102,8 @@ class NodeCores:
         self.recording = False  # while on, bookings add to busy (System.set_recording: the measurement window)
         self.busy = 0.0  # core-seconds booked while recording, in units of the ceil(cores) cores
         self.turn = 0 if per_core_queues else -1  # per-core queues: the core the next queued burst goes to
+        self.tick_hold = tick_hold if tick_hold is not None and tick_hold.share > 0.0 else None
+        self.owed = 0.0  # tick holds: the shares added by bursts that found no core idle, less the holds made
 
     def utilization(self, window: float) -> float:
         """The share of the node's capacity the bookings of a ``window`` seconds long measurement took."""
@@ -129,6 +137,11 @@ class NodeCores:
 
     def _fit(self, start: float, work: float) -> float:
         """Every core has work booked past ``start``: the earliest gap that fits on any core."""
+        if self.tick_hold is not None:
+            self.owed += self.tick_hold.share
+            if self.owed >= 1.0:
+                self.owed -= 1.0
+                start = self.tick_hold.next_tick(start)
         best_begin, best_core, best_index = math.inf, 0, 0
         floors, all_starts, all_ends = self.floor, self.starts, self.ends
         cores = range(len(floors))

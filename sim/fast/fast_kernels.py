@@ -124,8 +124,10 @@ INT_REGIONS = tuple(range(R_FLAGS + 1))
 HEADER = 2 * REGIONS
 STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
 # a node's row of R_SLOW: its cores' slowdown; core-seconds booked while recording; with per-core run queues the core
-# the next queued burst goes to (-1: one queue for all its cores)
-SLOW_FACTOR, SLOW_BUSY, SLOW_TURN = range(3)
+# the next queued burst goes to (-1: one queue for all its cores); the scheduler's tick (0: no tick holds), the share of
+# bursts finding no core idle that wait for it, and the shares owed (NodeCores.tick_hold, .owed)
+SLOW_FACTOR, SLOW_BUSY, SLOW_TURN, SLOW_TICK, SLOW_TICK_SHARE, SLOW_OWED = range(6)
+SLOW_WIDTH = 6
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
@@ -253,7 +255,14 @@ def _fit(I, F, node, start, work, now):
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     best_begin, best_row, best_index = np.inf, 0, 0
     first, last = 0, I[at(I, R_NCORES, node, 0)]
-    turn = at(I, R_SLOW, node, 0) + SLOW_TURN
+    slow = at(I, R_SLOW, node, 0)
+    tick = F[slow + SLOW_TICK]
+    if tick > 0.0:  # a thread with a backlog kept the core: this burst waits for the next tick (NodeCores._fit)
+        F[slow + SLOW_OWED] += F[slow + SLOW_TICK_SHARE]
+        if F[slow + SLOW_OWED] >= 1.0:
+            F[slow + SLOW_OWED] -= 1.0
+            start = (math.floor(start / tick) + 1.0) * tick
+    turn = slow + SLOW_TURN
     if F[turn] >= 0.0:  # per-core run queues: the one core this burst is queued on (NodeCores.turn)
         first = int(F[turn])
         F[turn] = (first + 1) % last
@@ -714,7 +723,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 6, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
     R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 13,
-    R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: 3, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
+    R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: SLOW_WIDTH, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
 # tables the loop reads on nearly every event (flags, the load's ints and floats, the network's, the global sums)

@@ -357,9 +357,10 @@ def node_arrays(lowering: Lowering) -> tuple:
     n = max(len(cores), 1)
     width = max((len(c.last) for c in cores), default=1)
     ncores = np.array([len(c.last) for c in cores] or [0], dtype=np.int64)
-    slowdown = np.zeros((n, 3))  # per node: K.SLOW_FACTOR, K.SLOW_BUSY, K.SLOW_TURN
-    slowdown[:, K.SLOW_FACTOR] = [c.slowdown for c in cores] or [1.0]
-    slowdown[:, K.SLOW_TURN] = [c.turn for c in cores] or [-1.0]
+    slowdown = np.zeros((n, K.SLOW_WIDTH))  # per node: K.SLOW_FACTOR ... K.SLOW_OWED
+    slowdown[:, [K.SLOW_FACTOR, K.SLOW_TURN]] = [(c.slowdown, c.turn) for c in cores] or [(1.0, -1.0)]
+    holds = [(h.tick, h.share) if (h := c.tick_hold) is not None else (0.0, 0.0) for c in cores]
+    slowdown[:, [K.SLOW_TICK, K.SLOW_TICK_SHARE]] = holds or [(0.0, 0.0)]
     rows = n * width  # one row per (node, core): its last end, its floor, its intervals (kernels' CORE_*)
     core_rows = np.zeros((rows, K.CORE_WIDTH))
     core_rows[:, K.CORE_LAST] = -np.inf

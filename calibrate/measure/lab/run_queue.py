@@ -16,9 +16,11 @@ not apply.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
 
 FILE_KEY, FILE_NAME = "run_queue", "run-queue.json"
@@ -122,6 +124,32 @@ def kernel_slice_ms(pid: int | None = None) -> float | None:
     return None
 
 
+def kernel_tick_ms(config: str = "/proc/config.gz") -> float | None:
+    """The scheduler's tick in ms (1000 / CONFIG_HZ) from the running kernel's configuration; None when the kernel
+    does not publish it (no CONFIG_IKCONFIG_PROC)."""
+    try:
+        with gzip.open(config, "rt", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("CONFIG_HZ="):
+                    return 1000.0 / int(line.partition("=")[2])
+    except (OSError, ValueError, EOFError, ZeroDivisionError):
+        return None
+    return None
+
+
+def recorded_tick_ms(folder: Path, files: Mapping[str, str]) -> float | None:
+    """The kernel tick a run folder's run-queue file recorded (None: no file, an older one without it, or unreadable:
+    the tick is then unknown, not an error)."""
+    name = files.get(FILE_KEY)
+    if name is None:
+        return None
+    try:
+        tick = json.loads((folder / name).read_text()).get("kernel_tick_ms")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(tick) if isinstance(tick, (int, float)) and tick > 0 else None
+
+
 def summary(done: Mapping[str, ThreadSched], requests: int) -> dict[str, dict[str, float]]:
     """Per component: seconds run and waited, timeslices and switches, and the wait per request and per slice."""
     out: dict[str, dict[str, float]] = {}
@@ -138,7 +166,7 @@ def summary(done: Mapping[str, ThreadSched], requests: int) -> dict[str, dict[st
 
 def to_json(done: Mapping[str, ThreadSched], requests: int, slice_ms: float | None) -> bytes:
     return json.dumps({"source": SOURCE, "requests": requests, "kernel_slice_ms": slice_ms,
-                       "components": summary(done, requests)}, indent=1).encode()
+                       "kernel_tick_ms": kernel_tick_ms(), "components": summary(done, requests)}, indent=1).encode()
 
 
 def run_files(done: Mapping[str, ThreadSched], requests: int,
