@@ -17,12 +17,6 @@ from meshsim.errors import ComponentMissing
 from meshsim.calibrate.measure.lab.binaries import find_binary
 
 
-# tools/run-tests.sh runs the tests that start real processes in a phase of their own, without xdist. Should
-# someone run them under `-n N --dist loadgroup`, they stay together on one worker: their session fixtures (the
-# kube-apiserver, its network namespace) start once, and two labs never measure at the same time.
-REAL_PROCESS_MARKERS = ("lab", "kube", "browser")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Run as a background job (``.ci/run &`` in a script), the tests would inherit SIGINT ignored (POSIX shells
     start background jobs so), and so would every command they start: the tests that interrupt a real ``meshsim``
@@ -33,17 +27,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The kube tests' control plane (kube-apiserver, etcd, controllers, kwok) runs from the first of them to the
-    # end of the session. In one process they come last, so the lab's measurements never share the cores with it;
-    # on workers (tools/run-tests.sh's first phase, which has no lab test) first, so that their waits on the API
-    # server overlap the simulations on the other worker instead of ending the phase alone.
-    workers = config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None)
-    items.sort(key=lambda item: (item.get_closest_marker("kube") is not None) != bool(workers))
-    if not workers:
-        return  # without workers (or with `-p no:xdist`, where the marker is unknown) there is nothing to group
-    for item in items:
-        if any(item.get_closest_marker(m) for m in REAL_PROCESS_MARKERS):
-            item.add_marker(pytest.mark.xdist_group("real-processes"))
+    # The kube tests' control plane (kube-apiserver, etcd, controllers, kwok) runs from the first of them to the end
+    # of the session: they come last, so that in a run of everything the lab's measurements never share the cores
+    # with it. tools/run-tests.sh runs them in a pytest process of their own beside the simulations (not on an xdist
+    # worker: --dist loadgroup did not keep them on one, and two control planes' network namespaces collide).
+    items.sort(key=lambda item: item.get_closest_marker("kube") is not None)
 
 
 def in_ci() -> bool:
