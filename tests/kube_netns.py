@@ -72,8 +72,8 @@ class NetnsLab:
     def add_address(self, ip: str) -> None:
         subprocess.run(["ip", "-n", self.name, "addr", "add", f"{ip}/32", "dev", self.peer_if],
                        check=True, capture_output=True)
-        # a neighbour entry the host made for this address before it existed stays FAILED for seconds, and the API
-        # server's proxy then gets "no route to host" (seen once in a loaded test run): forget it
+        # defensive: a neighbour entry the host made for this address before it existed would stay FAILED for
+        # seconds ("no route to host"); the failures seen on 2026-11-28 were two sessions' namespaces colliding
         subprocess.run(["ip", "neigh", "flush", "to", ip, "dev", self.host_if], capture_output=True)
 
     def add_host(self, ip: str, name: str) -> None:
