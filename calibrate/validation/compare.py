@@ -169,7 +169,7 @@ def measured_cdf(obs: Observation) -> tuple[list[float], list[float]]:
            [0.0] + [round(float(c), 6) for c in cum]
 
 
-def _measured_latency(run: Run) -> tuple[dict[str, float], Observation]:
+def measured_latency(run: Run) -> tuple[dict[str, float], Observation]:
     obs = from_result(run.result)
     values = {k: obs.quantile(q) * 1e3 for k, q in PERCENTILES}
     values["max"] = (obs.max if obs.raw else run.result.max_s) * 1e3
@@ -206,7 +206,7 @@ def simulator_notes(pred: Mapping[str, Any]) -> list[str]:
 
 
 def _compare(run: Run, role: str, pred: Mapping[str, Any], notes: Sequence[str]) -> RunComparison:
-    measured, obs = _measured_latency(run)
+    measured, obs = measured_latency(run)
     lat = predicted_latency(pred, measured)
     achieved = predicted_rate(pred, run.result.actual_rps)
     duration = run.result.duration_s

@@ -17,6 +17,7 @@ from pathlib import Path
 from meshsim.errors import FieldError
 
 from meshsim.calibrate.validation.compare import Validation, validate_runs
+from meshsim.calibrate.validation.host_drift import HostDrift, host_drift
 from meshsim.calibrate.validation.validate_options import ValidateOptions
 from meshsim.progress import Progress
 
@@ -42,6 +43,8 @@ class LabValidationPlan:
     duration_s: float = 3.0
     held_out: tuple[HeldOut, ...] = field(default_factory=tuple)
     repeats: int = 2  # each held-out setup is measured this many times: the spread is the measurement's own floor
+    # the calibration setup measured again after the held-out runs (host_drift): both sidecars, all of the path
+    measured_again: tuple[str, str] = ("single", "sidecar")
 
 
 FULL_PLAN = LabValidationPlan(
@@ -77,6 +80,8 @@ class LabValidation:
     validation: Validation
     elapsed_s: float
     ladder: tuple[Any, ...] = ()  # the calibration's load-ladder rungs (lab_calibration.LadderRung)
+    drift: HostDrift = HostDrift(())  # how far the host moved from the calibration to the end of the held-out runs
+    again_runs: tuple[Path, ...] = ()  # the calibration setup's runs measured again (OUT/again)
 
 
 def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, report_progress: Progress) -> list[Path]:
@@ -101,6 +106,20 @@ def measure_held_out(plan: LabValidationPlan, out_dir: Path, mesh: str, report_p
     return folders
 
 
+def measure_calibration_again(plan: LabValidationPlan, out_dir: Path, mesh: str, report_progress: Progress) -> list[Path]:
+    """The calibration's ``plan.measured_again`` setup at its rates with one connection, once more, after the
+    held-out runs: compared with the calibration's runs it says how far the host moved in between (host_drift)."""
+    from meshsim.calibrate.measure.lab import LabSpec, ProbeSettings, lab_run
+
+    topology, mode = plan.measured_again
+    probes = [ProbeSettings(rps=q, connections=1, duration_s=plan.calibration_duration_s,
+                            payload_bytes=plan.payload_bytes) for q in plan.calibration_rates]
+    report_progress(f"the calibration's {topology} {mode} setup once more, for the host's drift ...")
+    results = lab_run(LabSpec(topology=topology, mode=mode, mesh=mesh), probes, out_dir,
+                      progress=lambda m: report_progress(f"    {m}"))
+    return [r.folder for r in results]
+
+
 def validate_lab(
     out_dir: str | Path,
     plan: LabValidationPlan | str = "small",
@@ -113,7 +132,8 @@ def validate_lab(
     """Calibrate (``calibrate_lab``), measure the held-out runs, validate; every run and the model stay in out_dir.
 
     Layout: ``OUT/calibration/<run>`` (and ``OUT/calibration-again/<run>`` when the fit refused a run, see
-    :func:`calibrate_with_one_retry`), ``OUT/held-out/<run>``, ``OUT/<mesh>.yaml`` (the fitted model).
+    :func:`calibrate_with_one_retry`), ``OUT/held-out/<run>``, ``OUT/again/<run>`` (a calibration setup measured
+    again after the held-out runs: the host's drift), ``OUT/<mesh>.yaml`` (the fitted model).
     """
     from meshsim.calibrate.lab_calibration import calibrate_lab
 
@@ -128,11 +148,14 @@ def validate_lab(
     report_progress(f"calibrating {mesh} on {len(plan.calibration_stages)} setups at {plan.calibration_rates} rps, c=1")
     cal = calibrate_with_one_retry(calibrate_lab, plan, mesh, out, model, report_progress)
     held = measure_held_out(plan, out / "held-out", mesh, report_progress)
+    again = measure_calibration_again(plan, out / "again", mesh, report_progress)
+    drift = host_drift(cal.run_dirs, again)
+    report_progress(drift.line())
     report_progress(f"validating {model} against {len(held)} held-out and {len(cal.run_dirs)} calibration runs ...")
     validation = validate_runs(ValidateOptions(model, (*cal.run_dirs, *held), replications=replications, seed=seed),
                                report_progress)
     return LabValidation(model, tuple(cal.run_dirs), tuple(held), validation, time.monotonic() - started,
-                         tuple(cal.ladder))
+                         tuple(cal.ladder), drift, tuple(again))
 
 
 def calibrate_with_one_retry(calibrate_lab: Callable[..., Any], plan: LabValidationPlan, mesh: str, out: Path, model: Path,

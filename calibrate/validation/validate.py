@@ -81,4 +81,11 @@ def validate_lab_report(out_dir: str | Path, plan: str = "full", *, mesh: str = 
     if report.html is not None:
         check_file(report.html, "html")
     result = validate_lab(out_dir, plan, mesh=mesh, replications=replications, progress=progress)
-    return replace(render(result.validation, report), lab=result)
+    outcome = render(result.validation, report)
+    if report.as_json:
+        data = json.loads(outcome.text)
+        data["host_drift"] = result.drift.to_dict()
+        text = json.dumps(data, indent=1, allow_nan=False)
+    else:
+        text = f"{outcome.text}\n{result.drift.line()}"
+    return replace(outcome, text=text, lab=result)

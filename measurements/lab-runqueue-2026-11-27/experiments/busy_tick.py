@@ -11,7 +11,7 @@ import sys
 
 from replay_runs import replayed
 from meshsim.sim.engine import stations
-from meshsim.calibrate.validation.compare import _measured_latency
+from meshsim.calibrate.validation.compare import measured_latency
 
 Q, TICK = float(sys.argv[1]), float(sys.argv[2]) * 1e-3
 _queue = stations.NodeCores._fit  # called only when no core is idle at the burst's start
@@ -27,6 +27,6 @@ def _fit(self, start: float, work: float) -> float:
 stations.NodeCores._fit = _fit
 for run, pred in replayed(sys.argv[3], sys.argv[4:]):
     lat = pred["latency_ms"]
-    meas, _ = _measured_latency(run)
+    meas, _ = measured_latency(run)
     print(f"Q={Q} {run.id[4:48]:44} meas p50 {meas['p50']:.3f} p99 {meas['p99']:.3f} rps {run.result.actual_rps:.0f}"
           f" | pred p50 {lat['p50']:.3f} p99 {lat['p99']:.3f} rps {pred['achieved_rps']:.0f}", flush=True)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from meshsim.calibrate.fit.model_file import read_model
 from meshsim.calibrate.measure.dataset import load_run
-from meshsim.calibrate.validation.compare import _measured_latency
+from meshsim.calibrate.validation.compare import measured_latency
 from meshsim.calibrate.validation.replay import replay
 from meshsim.sim.engine import simpy_replication, stations
 from meshsim.sim.experiments.predict import predict_options
@@ -210,7 +210,7 @@ def measured_switches(run) -> dict[str, float]:
 
 
 def report(group: str, run, pred: dict) -> None:
-    meas, _ = _measured_latency(run)
+    meas, _ = measured_latency(run)
     lat, rps = pred["latency_ms"], pred["achieved_rps"]
     err = lambda p, m: f"{(p / m - 1) * 100:+.0f}%"
     print(f"{group} {run.id[4:]} ({STARTED[1]} replications)  rps {run.result.actual_rps:.0f} / {rps:.0f} {err(rps, run.result.actual_rps)}"

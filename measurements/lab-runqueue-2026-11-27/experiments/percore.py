@@ -4,7 +4,7 @@ import sys, random
 from bisect import bisect_right
 from replay_runs import replayed
 from meshsim.sim.engine import stations
-from meshsim.calibrate.validation.compare import _measured_latency
+from meshsim.calibrate.validation.compare import measured_latency
 
 rng = random.Random(1)
 def _fit(self, start, work):
@@ -25,5 +25,5 @@ if sys.argv[1] == "percore":
     stations.NodeCores._fit = _fit
 for run, pred in replayed(sys.argv[2], sys.argv[3:]):
     lat = pred["latency_ms"]
-    meas, _ = _measured_latency(run)
+    meas, _ = measured_latency(run)
     print(f"{run.id[4:45]:42} measured p50 {meas['p50']:.2f} p99 {meas['p99']:.2f} rps {run.result.actual_rps:.0f} | predicted p50 {lat['p50']:.2f} p99 {lat['p99']:.2f} rps {pred['achieved_rps']:.0f} cpu wait/req {sum(pred['cpu_wait_ms_per_request'].values()):.2f}")
