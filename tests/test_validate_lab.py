@@ -115,8 +115,7 @@ def test_saturated_cpu_limited_proxy_is_marked_and_capped(lab_validation) -> Non
 def limits(v, drift) -> dict[str, float]:
     """The limits for this run: each floor plus twice what a repeat of the same setup moved in this run, plus what
     the host's speed moved between the calibration and the held-out runs (the calibration's sidecar setup measured
-    again after them): a model carries its calibration's minute, and on 2026-11-28 a CI run's calibration ran
-    15-45 % slower than the held-out runs an hour later; no model could have been closer than that."""
+    again after them): a model carries its calibration's minute (docs/accuracy.md, the lab validation loop)."""
     rep = v.repeatability()
     moved = drift.median_abs("p50")
     return {"median p50": MEDIAN_P50_FLOOR + NOISE_FACTOR * rep["p50"].median_abs + moved,
