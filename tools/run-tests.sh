@@ -11,6 +11,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
+# Python may cache bytecode here (a sandbox's PYTHONDONTWRITEBYTECODE=1 made every pytest process rewrite the asserts
+# of all 400 test modules, 6-7 s each, and every `python -m meshsim` a test starts compile the checkout afresh)
+unset PYTHONDONTWRITEBYTECODE
 kube_log=$(mktemp)
 trap 'rm -f "$kube_log"' EXIT
 "$PY" -m pytest -m "kube and not lab and not browser" -p no:xdist "$@" >"$kube_log" 2>&1 &

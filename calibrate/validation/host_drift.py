@@ -5,7 +5,7 @@ slows down or speeds up before the held-out runs (another tenant's load comes or
 with it, and no model could do better: the repeats of the held-out runs, minutes apart from each other, do not see
 it. So the lab loop measures some of the calibration's setups once more after the held-out runs, and this module
 compares each with the calibration's own run of the same setup, rate and connections (2026-11-28: the loop's p50
-median error was 42.6, 8.2 and 37.3 % in three runs within 15 minutes; the third's sidecar setup ran 15 % slower at
+median error was 42.6, 8.2 and 37.3 % in three runs within 20 minutes; the third's sidecar setup ran 15 % slower at
 its calibration than after its held-out runs).
 """
 
