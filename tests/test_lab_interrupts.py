@@ -223,11 +223,14 @@ def test_reaping_signals_only_the_recorded_process_and_removes_only_lab_temp_fol
 def test_a_launched_program_is_known_by_its_arguments():
     """The lab records what it started; ``taskset -c 0 PROGRAM ARGS`` execs PROGRAM ARGS in its pid, and a
     script runs as INTERPRETER SCRIPT ARGS: still the recorded process. Another program or other arguments are not."""
-    from meshsim.calibrate.measure.process_identity import runs_command
+    from meshsim.calibrate.measure.process_identity import command_line, runs_command
 
     sleeper = subprocess.Popen(["taskset", "-c", "0", "sleep", "60"])
     try:
-        wait_until("taskset to exec sleep", lambda: runs_command(sleeper.pid, ["sleep", "60"]), 10)
+        # exactly sleep's arguments: runs_command(pid, ["sleep", "60"]) holds for taskset's too (a suffix), and while
+        # taskset execs sleep the pid's command line can read empty (a CI run's first assert failed right after the
+        # old wait, most likely in that window)
+        wait_until("taskset to exec sleep", lambda: command_line(sleeper.pid) == ["sleep", "60"], 10)
         assert runs_command(sleeper.pid, ["taskset", "-c", "0", "sleep", "60"])
         assert runs_command(sleeper.pid, ["60"])  # `sleep` as an interpreter of the script 60
         assert not runs_command(sleeper.pid, ["taskset", "-c", "0", "sleep", "61"])
