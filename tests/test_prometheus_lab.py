@@ -63,7 +63,6 @@ def _load(lab, settings, port: int | None = None) -> tuple[Path, float, float]:
     """One fortio load of the lab (at its entry, or at ``port``), once Prometheus holds its last second: (run
     folder, window start, end)."""
     from dataclasses import replace
-
     from meshsim.calibrate.measure.lab.probe import probe
 
     state, url, tmp = lab
@@ -123,8 +122,7 @@ def _validations(measured):
     source = PrometheusSource(url, window, f"{end:.3f}", "envoy", source="client", destination="outbound")
     cores = load_run(folder).lab_host_cores
     # the lab's plain Envoy has no telemetry filter: the model's default-on feature off, as the replay of the run
-    prediction = PrometheusPrediction(REPO / LAB_MODEL, "single", CONNECTIONS, payload_bytes=0,
-                                      replications=3,
+    prediction = PrometheusPrediction(REPO / LAB_MODEL, "single", CONNECTIONS, payload_bytes=0, replications=3,
                                       one_host_cores=cores)
     outcome = validate_prometheus(source, prediction, report)
     from meshsim.calibrate.validation.text_report import table
@@ -160,9 +158,12 @@ def test_prometheus_and_fortio_validations_of_one_run_agree(measured, repeated):
         # interval allows (predicted view minus either end), to the predictions' CIs and fortio's repeatability (a
         # second run). The spans differ by the client's own time and hop: a model that misplaced that part by more
         # than the interval fails here. (Relative errors cannot agree: the view is shorter than fortio's time.)
+        # The model keeps its calibration day's host speed, and today's drift scales every part alike: fortio's
+        # relative error today, applied to the predicted client part, is allowed on top.
         if held_rate:
             lower, upper = p["resolution"]
             slack = sum((c["ci95"][1] - c["ci95"][0]) / 2 for c in (f, p)) + abs(repeated[key] - f["measured"])
+            slack += abs(f["measured"] / f["predicted"] - 1) * max(f["predicted"] - p["predicted"], 0.0)
             fortio_error = f["predicted"] - f["measured"]
             assert p["predicted"] - upper - slack <= fortio_error <= p["predicted"] - lower + slack, (key, p, f)
         print(f"{key}: fortio {f['measured']:.3f} ms measured, {f['predicted']:.3f} predicted; client sidecar's view "
@@ -170,12 +171,11 @@ def test_prometheus_and_fortio_validations_of_one_run_agree(measured, repeated):
 
 
 def test_cpu_agrees_within_the_noise_of_the_same_run(measured):
-    folder, url, start, end = measured
     from meshsim.calibrate.measure.dataset import load_run
 
+    folder, url, start, end = measured
     run = load_run(folder)
-    half = (end - start) / 2
-    rng = f"[{int(half * 1000)}ms]"
+    half, rng = (end - start) / 2, f"[{int((end - start) / 2 * 1000)}ms]"
     halves = [{r["metric"]["container"]: float(r["value"][1])
                for r in query(url, f"sum by (container) (rate(container_cpu_usage_seconds_total{rng}))", at)}
               for at in (start + half, end)]
