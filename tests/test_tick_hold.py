@@ -84,11 +84,10 @@ def test_the_model_files_block_is_checked_with_one_line_errors() -> None:
             parse_tick_hold(Section(block, "cluster.tick_hold"))
 
 
-TRUE_SHARE = 0.008
 ASSUMED = 4.0  # ms: the tick a fit assumes when the runs recorded none (CONFIG_HZ=250)
 
 
-def _lab_run(tmp: Path, model: dict, connections: int, rps: int) -> Path:
+def _lab_run(tmp: Path, model: dict, connections: int, rps: int, share: float) -> Path:
     """A lab run (2 cores shared by every process) simulated with the true share, written as a run folder."""
     from meshsim.calibrate.fit.sim_check import calibration_topology
     from meshsim.catalog import load_topology
@@ -96,7 +95,7 @@ def _lab_run(tmp: Path, model: dict, connections: int, rps: int) -> Path:
 
     model_path = tmp / "truth.yaml"
     model_path.write_text(yaml.safe_dump(model, sort_keys=False))
-    host = load_topology(str(calibration_topology(model, tmp))).on_one_host(2.0, tick_hold=TickHold(4 * MS, TRUE_SHARE))
+    host = load_topology(str(calibration_topology(model, tmp))).on_one_host(2.0, tick_hold=TickHold(4 * MS, share))
     pred = predict(host, model_path, rps=rps, load="fortio", connections=connections, scope="both", warmup_s=0.0,
                    duration_s=20.0, replications=1, processes=1, seed=11, saturation=False).to_dict()
     cdf = pred["latency_cdf_ms"]
@@ -111,19 +110,22 @@ def _lab_run(tmp: Path, model: dict, connections: int, rps: int) -> Path:
 
 
 @pytest.mark.slow
-def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("true_share", [0.008, 0.05], ids=["in-the-ladder", "above-its-top"])
+def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path, true_share: float) -> None:
+    """Inside the candidates' ladder, and above its top (0.016), where the fit doubles on upward."""
     from test_held_fraction import truth_model
 
     from meshsim.calibrate.load.tick_hold_fit import ASSUMED_TICK_MS, fit_tick_hold, tick_hold_runs
     from meshsim.calibrate.measure.dataset import load_runs
 
     model = truth_model(0.7)
-    folders = [_lab_run(tmp_path, model, c, q) for c, q in ((1, 200), (8, 1000), (16, 1500))]
+    folders = [_lab_run(tmp_path, model, c, q, true_share) for c, q in ((1, 200), (8, 1000), (16, 1500))]
     runs = load_runs(folders).runs
     assert [r.id for r in tick_hold_runs(runs)] == ["lab-c8-q1000", "lab-c16-q1500"]  # one connection shows none
     fit = fit_tick_hold(model, runs, tmp_path / "work", seed=5)
     assert fit is not None and fit.tick_ms == ASSUMED_TICK_MS and "assumed" in fit.tick_source
-    assert TRUE_SHARE / 2 <= fit.share <= TRUE_SHARE * 2
+    assert true_share / 2 <= fit.share <= true_share * 2
+    assert (fit.highest > 0.016) == (true_share > 0.016)  # the ladder went up only where the best lay at its top
     scores = dict(fit.objective)
     assert scores[0.0] > 3 * scores[fit.share]  # without holds the tails are clearly too short
     assert all(s > m for s, m in zip(fit.simulated_ms, fit.without_ms)) or fit.share == 0.0

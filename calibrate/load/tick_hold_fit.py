@@ -6,7 +6,8 @@ rises where its cores are busy (many connections, high rates) and nowhere else. 
 the host and of what else runs on it, not of the kernel, so it is fitted on the host's own calibration runs: each run
 with sidecars and several connections is replayed on the host's cores for a ladder of shares (common random numbers:
 one seed for every candidate) and the share whose simulated p99 matches the measured p99 best (least squares on log
-ratios) is kept, refined once between the best and its neighbours. One-connection runs are not used: their bursts
+ratios) is kept, refined once between the best and its neighbours; a best at the top of the ladder is no fit, so the
+ladder doubles upward until the objective stops falling (a busy host's share can lie above it). One-connection runs are not used: their bursts
 hardly find the cores taken, so they cannot show it. The tick is the kernel's (``run-queue.json`` records CONFIG_HZ
 since 2026-11-28); runs that did not record it are fitted with 4 ms, CONFIG_HZ=250, and the model says so.
 """
@@ -25,6 +26,7 @@ from meshsim.calibrate.load.wake_gaps import replay_latencies
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab import run_queue
 from meshsim.progress import Progress
+from meshsim.tick_hold import MAX_SHARE
 
 GRID = (0.0, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016)
 MAX_REQUESTS = 20000  # per replayed run and candidate: p99 rests on its 200 slowest
@@ -43,12 +45,17 @@ class TickHoldFit:
     simulated_ms: tuple[float, ...]  # p99 at the chosen share
     without_ms: tuple[float, ...]  # p99 at share 0
 
+    @property
+    def highest(self) -> float:
+        """The highest candidate tried (the ladder's top, or beyond where the best lay at it)."""
+        return max(share for share, _ in self.objective)
+
     def block(self) -> dict[str, Any]:
         pairs = "; ".join(f"{r} {m:.3f}/{s:.3f} (none {n:.3f})" for r, m, s, n
                           in zip(self.runs, self.measured_ms, self.simulated_ms, self.without_ms))
         return {"tick_ms": self.tick_ms, "share": float(f"{self.share:.4g}"), "source": (
             f"fitted by meshsim fit (calibrate/load/tick_hold_fit.py): the share of bursts that find every core of the "
-            f"host taken and wait for the next tick, chosen among {GRID[0]:g}..{GRID[-1]:g} (then refined) by least "
+            f"host taken and wait for the next tick, chosen among {GRID[0]:g}..{self.highest:g} (then refined) by least "
             f"squares on log ratios of p99 over the runs with sidecars and several connections, replayed on the "
             f"host's cores; tick {self.tick_ms:g} ms ({self.tick_source}). p99 measured/simulated ms: {pairs}. A "
             "property of this host and what else ran on it: not for other hosts")}
@@ -108,8 +115,11 @@ def fit_tick_hold(model: Mapping[str, Any], runs: Sequence[Run], work: Path, see
         return _objective(measured, tried[share])
 
     best = min(GRID, key=score)
-    i = GRID.index(best)
-    neighbours = [GRID[j] for j in (i - 1, i + 1) if 0 <= j < len(GRID)]
+    while best == max(tried) and best * 2 <= MAX_SHARE and score(best * 2) < score(best):
+        best *= 2  # the best at the top of what was tried: the optimum may lie further up
+    ladder = sorted(tried)
+    i = ladder.index(best)
+    neighbours = [ladder[j] for j in (i - 1, i + 1) if 0 <= j < len(ladder)]
     for other in neighbours:  # one step between the best and each neighbour (geometric; from 0 the half of the next)
         middle = other / 2 if min(best, other) == 0.0 else math.sqrt(best * other)
         score(middle)
