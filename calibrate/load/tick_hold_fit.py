@@ -7,9 +7,10 @@ the host and of what else runs on it, not of the kernel, so it is fitted on the 
 with sidecars and several connections is replayed on the host's cores for a ladder of shares (common random numbers:
 one seed for every candidate) and the share whose simulated p99 matches the measured p99 best (least squares on log
 ratios) is kept, refined once between the best and its neighbours; a best at the top of the ladder is no fit, so the
-ladder doubles upward until the objective stops falling (a busy host's share can lie above it). One-connection runs are not used: their bursts
-hardly find the cores taken, so they cannot show it. The tick is the kernel's (``run-queue.json`` records CONFIG_HZ
-since 2026-11-28); runs that did not record it are fitted with 4 ms, CONFIG_HZ=250, and the model says so.
+ladder doubles upward until the objective stops falling (a busy host's share can lie above it). One-connection runs
+are not used: their bursts hardly find the cores taken, so they cannot show it. The tick is the kernel's
+(``run-queue.json`` records CONFIG_HZ since 2026-11-28); runs that did not record it are fitted with 4 ms,
+CONFIG_HZ=250, and the model says so.
 """
 
 from __future__ import annotations
