@@ -145,7 +145,7 @@ def test_the_kernels_tick_is_read_from_its_configuration_and_recorded_with_a_run
     config.write_bytes(gzip.compress(b"CONFIG_NO_HZ_IDLE=y\nCONFIG_HZ_1000=y\nCONFIG_HZ=1000\n"))
     assert run_queue.kernel_tick_ms(str(config)) == 1.0
     assert run_queue.kernel_tick_ms(str(tmp_path / "absent.gz")) is None
-    folder = _lab_run(tmp_path, truth_model(0.7), 8, 400)
+    folder = _lab_run(tmp_path, truth_model(0.7), 8, 400, 0.008)
     (run,) = load_runs([folder]).runs
     tick, source = recorded_tick([run])
     assert tick == ASSUMED and "assumed" in source
