@@ -115,7 +115,7 @@ def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path, true_sh
     """Inside the candidates' ladder, and above its top (0.016), where the fit doubles on upward."""
     from test_held_fraction import truth_model
 
-    from meshsim.calibrate.load.tick_hold_fit import ASSUMED_TICK_MS, fit_tick_hold, tick_hold_runs
+    from meshsim.calibrate.load.tick_hold_fit import ASSUMED_TICK_MS, GRID, fit_tick_hold, tick_hold_runs
     from meshsim.calibrate.measure.dataset import load_runs
 
     model = truth_model(0.7)
@@ -125,7 +125,7 @@ def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path, true_sh
     fit = fit_tick_hold(model, runs, tmp_path / "work", seed=5)
     assert fit is not None and fit.tick_ms == ASSUMED_TICK_MS and "assumed" in fit.tick_source
     assert true_share / 2 <= fit.share <= true_share * 2
-    assert (fit.highest > 0.016) == (true_share > 0.016)  # the ladder went up only where the best lay at its top
+    assert (fit.highest > GRID[-1]) == (true_share > GRID[-1])  # the ladder went up only where the best lay at its top
     scores = dict(fit.objective)
     assert scores[0.0] > 3 * scores[fit.share]  # without holds the tails are clearly too short
     assert all(s > m for s, m in zip(fit.simulated_ms, fit.without_ms)) or fit.share == 0.0
