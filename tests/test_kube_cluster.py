@@ -277,13 +277,34 @@ def test_istio_not_installed_then_objects_created_and_missing_injection_reported
             cp.request("DELETE", path)
 
 
+_CLI_WITH_STACK_DUMPS = ("import faulthandler, runpy, signal; faulthandler.register(signal.SIGUSR1); "
+                         "runpy.run_module('meshsim', run_name='__main__', alter_sys=True)")
+
+
+def _stop_ignored_cli(proc: subprocess.Popen[str]) -> str:
+    """A CLI that outlived its interrupt: each thread's pending, blocked and caught signals (/proc), its stacks
+    (SIGUSR1), and what it printed; then SIGKILL."""
+    masks = ""
+    for task in sorted(Path(f"/proc/{proc.pid}/task").iterdir()):
+        status = (task / "status").read_text().splitlines()
+        signals = [line.replace("\t", "") for line in status if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigC"))]
+        masks += f"thread {task.name}: {' '.join(signals)}\n"
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(2)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert proc.stderr is not None
+    return masks + proc.stderr.read()
+
+
 def _start_cli_calibration(cp: ControlPlane, tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], list[str]]:
     """``meshsim calibrate --kube`` as a user runs it, on a plan whose pods never get a node: it waits for them."""
     plan = tmp_path / f"{name}.yaml"
     plan.write_text(yaml.safe_dump({"duration_s": 1, "rps": [10], "ready_timeout_s": 120, "resources": {},
                                     "node_selector": {"meshsim.test/node": "nowhere"},
                                     "configurations": [{"name": name, "paths": ["baseline"]}]}))
-    proc = subprocess.Popen([sys.executable, "-m", "meshsim", "calibrate", "--kube", "--kubeconfig",
+    # `python -m meshsim` with its stacks dumped on SIGUSR1 (faulthandler): a CLI that ignores an interrupt tells where
+    proc = subprocess.Popen([sys.executable, "-c", _CLI_WITH_STACK_DUMPS, "calibrate", "--kube", "--kubeconfig",
                              str(cp.kubeconfig), "--plan", str(plan), "--out", str(tmp_path / f"runs-{name}")],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stderr is not None
@@ -300,9 +321,13 @@ def test_an_interrupt_on_the_cli_deletes_namespaces(cp: ControlPlane, tmp_path: 
     proc, lines = _start_cli_calibration(cp, tmp_path, "sig")
     assert cp.managed_namespaces(), "the namespace should exist while waiting: " + "".join(lines)
     proc.send_signal(sig)
+    try:
+        code = proc.wait(timeout=60)  # the plan's ready timeout is 120 s: an ignored interrupt is told apart
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the CLI went on after {sig.name}; its stacks:\n" + "".join(lines) + _stop_ignored_cli(proc))
     assert proc.stderr is not None
     rest = proc.stderr.read()
-    assert proc.wait(timeout=60) == 130, "".join(lines) + rest
+    assert code == 130, "".join(lines) + rest
     assert "interrupted: 0 probes stored" in rest and "Traceback" not in rest
     assert cp.managed_namespaces() == []
 
