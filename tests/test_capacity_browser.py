@@ -20,7 +20,7 @@ from meshsim.request import PredictOptions
 from meshsim.sim.experiments.capacity_search import find_capacity
 from test_dash_browser import ENTER, WebDriver, require_browser, screenshot_on_failure, serving, text_of
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.unmeasured]  # asserts no timing: may run beside the simulations
 
 MESHES = ["istio", "none"]  # what the test ticks (linkerd, ticked by default, is unticked)
 SLO = "p99=4ms"

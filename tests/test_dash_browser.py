@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.unmeasured]  # asserts no timing: may run beside the simulations
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",

@@ -20,7 +20,7 @@ from meshsim.run_folder import read_manifest
 
 from conftest import alive, require_component, session_members, wait_until  # require_component: fails under CI=true
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.unmeasured]  # asserts no timing: may run beside the simulations
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from meshsim.run_folder import read_manifest
 
 from conftest import require_component  # tests/conftest.py: fails under CI=true, skips otherwise
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.unmeasured]  # asserts no timing: may run beside the simulations
 
 
 @pytest.fixture(scope="module")
