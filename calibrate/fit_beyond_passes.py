@@ -83,9 +83,10 @@ def add_tick_hold(model: dict[str, Any], usable: Sequence[Run], notes: list[str]
     Last, since every part before it shapes the replayed tails."""
     from meshsim.calibrate.load.tick_hold_fit import fit_tick_hold, tick_hold_runs
 
-    if not model.get("proxy") or not tick_hold_runs(usable):
+    chosen = tick_hold_runs(usable, model)
+    if not model.get("proxy") or not chosen:
         return
-    report_progress(f"fitting how often a thread keeps a core till the next tick from {len(tick_hold_runs(usable))} "
+    report_progress(f"fitting how often a thread keeps a core till the next tick from {len(chosen)} "
                     "runs with several connections on the host ...")
     with tempfile.TemporaryDirectory(prefix="meshsim-tick-") as work:
         fit = fit_tick_hold(model, usable, Path(work), progress=report_progress)

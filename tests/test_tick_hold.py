@@ -121,7 +121,7 @@ def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path, true_sh
     model = truth_model(0.7)
     folders = [_lab_run(tmp_path, model, c, q, true_share) for c, q in ((1, 200), (8, 1000), (16, 1500))]
     runs = load_runs(folders).runs
-    assert [r.id for r in tick_hold_runs(runs)] == ["lab-c8-q1000", "lab-c16-q1500"]  # one connection shows none
+    assert [r.id for r in tick_hold_runs(runs, model)] == ["lab-c8-q1000", "lab-c16-q1500"]  # one connection shows none
     fit = fit_tick_hold(model, runs, tmp_path / "work", seed=5)
     assert fit is not None and fit.tick_ms == ASSUMED_TICK_MS and "assumed" in fit.tick_source
     assert true_share / 2 <= fit.share <= true_share * 2
@@ -129,6 +129,27 @@ def test_a_known_share_is_recovered_from_loaded_lab_runs(tmp_path: Path, true_sh
     scores = dict(fit.objective)
     assert scores[0.0] > 3 * scores[fit.share]  # without holds the tails are clearly too short
     assert all(s > m for s, m in zip(fit.simulated_ms, fit.without_ms)) or fit.share == 0.0
+
+
+def test_runs_of_a_feature_the_fit_left_out_are_not_replayed(tmp_path: Path) -> None:
+    """A feature whose increment the fit refused is not in the model: its loaded runs cannot be replayed, and once
+    made the whole calibration fail at this last step (2026-11-28: tracing refused, its c=16 rung chosen)."""
+    from meshsim.calibrate.load.tick_hold_fit import tick_hold_runs
+    from meshsim.calibrate.measure.dataset import load_runs
+
+    folders = []
+    for features in ((), ("tracing",)):
+        manifest = RunManifest(
+            id=f"lab-c16-{'-'.join(features) or 'plain'}", source="lab", provenance="written by the test",
+            when="2026-11-28T00:00:00Z", where={"cpus": 2},
+            setup=Setup(mesh="m", path="both-sidecars", proxy_workers=2, features=features),
+            load=LoadSettings(rps=1500, connections=16, duration_s=5.0, resolution_s=1e-5))
+        samples = np.random.default_rng(3).lognormal(np.log(2e-3), 0.3, 5000)
+        result = result_json(samples, 1e-5, requested_rps=1500, connections=16)
+        folders.append(write_run(tmp_path / manifest.id, manifest, result))
+    runs = load_runs(folders).runs
+    assert [r.id for r in tick_hold_runs(runs, {"features": {"mtls": {}}})] == ["lab-c16-plain"]
+    assert len(tick_hold_runs(runs, {"features": {"tracing": {}}})) == 2
 
 
 def test_the_kernels_tick_is_read_from_its_configuration_and_recorded_with_a_run(tmp_path: Path) -> None:

@@ -62,10 +62,12 @@ class TickHoldFit:
             "property of this host and what else ran on it: not for other hosts")}
 
 
-def tick_hold_runs(runs: Sequence[Run]) -> list[Run]:
-    """Lab runs (one host's cores shared) with sidecars, several connections and a fixed rate, not saturated."""
+def tick_hold_runs(runs: Sequence[Run], model: Mapping[str, Any]) -> list[Run]:
+    """Lab runs (one host's cores shared) with sidecars, several connections and a fixed rate, not saturated, whose
+    features the model carries (a feature the fit left out cannot be replayed)."""
+    carried = set(model.get("features") or {})
     return [r for r in runs if r.lab_host_cores is not None and r.manifest.setup.path != "baseline" and r.rps
-            and r.manifest.load.connections > 1 and r.manifest.status != "saturated"]
+            and r.manifest.load.connections > 1 and r.manifest.status != "saturated" and r.features <= carried]
 
 
 def recorded_tick(runs: Sequence[Run]) -> tuple[float, str]:
@@ -101,7 +103,7 @@ def fit_tick_hold(model: Mapping[str, Any], runs: Sequence[Run], work: Path, see
                   progress: Progress | None = None) -> TickHoldFit | None:
     """The fitted share (None without runs that can show it)."""
     report_progress = progress or (lambda _m: None)
-    chosen = tick_hold_runs(runs)
+    chosen = tick_hold_runs(runs, model)
     if not chosen:
         return None
     tick_ms, tick_source = recorded_tick(chosen)
