@@ -137,3 +137,23 @@ def test_a_lognormal_a_fitter_tries_with_a_huge_sigma_is_judged_not_overflowed()
     dist = LogNormal(-8.0, 40.0)
     assert dist.quantile(0.5) == pytest.approx(math.exp(-8.0))
     assert dist.quantile(0.75) == pytest.approx(math.exp(-8.0 + 40.0 * 0.6744897501960817))
+
+
+@pytest.mark.parametrize("shortlist", [True, False], ids=["shortlist", "chosen-families"])
+def test_a_shortlist_tries_every_family_before_refusing_and_a_chosen_list_does_not(tmp_path: Path,
+                                                                                 shortlist: bool) -> None:
+    """The lab calibration's three families are a choice of speed (calibrate/lab_calibration.py): a component none
+    of them fits is tried with the other candidates before it is refused (on 2026-11-28 tracing's increment was
+    refused by the three and fitted by a Weibull mixture). Families a user chose (--families) are kept as chosen."""
+    from meshsim.calibrate.fit.families import Shortlist, candidates
+
+    write_pass_run(tmp_path, "base", "baseline", 1000.0, sum_of(BASE))
+    write_pass_run(tmp_path, "server", "server-sidecar", 1000.0, sum_of(BASE) - 0.05e-3)  # no pass can explain it
+    families = Shortlist(GAMMA) if shortlist else GAMMA
+    said: list[str] = []
+    with pytest.raises(MeshsimError):
+        fit_runs([tmp_path], "envoy-bad", tmp_path / "m.yaml", families=families, progress=said.append)
+    tried = {line.split(": ")[1] for line in said if line.startswith("  proxy.inbound_pass: ") and "AIC" in line}
+    widened = [line for line in said if "trying the other" in line]
+    assert tried == ({f.name for f in candidates()} if shortlist else {GAMMA[0].name})
+    assert len(widened) == (1 if shortlist else 0)

@@ -19,9 +19,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from meshsim.calibrate.fit.acceptance import choose
+from meshsim.calibrate.fit.acceptance import FitRefused, choose
 from meshsim.calibrate.fit.convolution import Grid, GridPmf, from_cdf, power
-from meshsim.calibrate.fit.families import Family, candidates
+from meshsim.calibrate.fit.families import Family, candidates, widened
 from meshsim.calibrate.fit.gof import GoodnessOfFit, binned_loglik, goodness_of_fit
 from meshsim.calibrate.fit.mle import FitResult, finite_or_worst, maximise
 from meshsim.calibrate.fit.observations import Observation
@@ -91,18 +91,32 @@ def fit_component(
             progress(f"  {name}: {fit.family.name}: AIC {fit.aic:.1f}")
 
     previous = {fit.family: fit.theta for fit in warm.fits} if warm is not None else {}
-    fits = sorted(fit_component_families(terms, tuple(families or candidates()), max_shift, max_evals, fitted,
-                                         previous, explore), key=lambda r: r.aic)
+    tried = tuple(families or candidates())
+    fits = fit_component_families(terms, tried, max_shift, max_evals, fitted, previous, explore)
 
     def term_gofs(fit: FitResult) -> tuple[GoodnessOfFit, ...]:
         comp = from_cdf(grid, lambda x: fit.family.cdf(fit.theta, x, max_shift))
         return tuple(goodness_of_fit(t.obs, t.known.plus(power(comp, t.k)).cdf, fit.family.k) for t in terms)
 
-    # judge candidates in AIC order; the worst term's KS counts (every run must be reproduced)
-    all_gofs = [term_gofs(fit) for fit in fits]
-    index, rejected = choose([f.family.name for f in fits], [f.distribution for f in fits],
-                             [max(g.ks for g in gofs) for gofs in all_gofs], max(t.obs.max for t in terms),
-                             name, [t.obs.label for t in terms])
+    def judged() -> tuple[list[FitResult], list[tuple[GoodnessOfFit, ...]], int, list[str]]:
+        # candidates in AIC order; the worst term's KS counts (every run must be reproduced)
+        ordered = sorted(fits, key=lambda r: r.aic)
+        gofs = [term_gofs(fit) for fit in ordered]
+        index, why = choose([f.family.name for f in ordered], [f.distribution for f in ordered],
+                            [max(g.ks for g in each) for each in gofs], max(t.obs.max for t in terms),
+                            name, [t.obs.label for t in terms])
+        return ordered, gofs, index, why
+
+    try:
+        fits, all_gofs, index, rejected = judged()
+    except FitRefused:
+        rest = widened(families or ())
+        if not rest:
+            raise
+        if progress:
+            progress(f"  {name}: no candidate of {len(tried)} acceptable; trying the other {len(rest)} families")
+        fits = [*fits, *fit_component_families(terms, rest, max_shift, max_evals, fitted, previous, explore)]
+        fits, all_gofs, index, rejected = judged()
     picked, gofs = fits[index], all_gofs[index]
     if progress and rejected:
         progress(f"  {name}: rejected {'; '.join(rejected)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import special
@@ -148,6 +148,20 @@ class Family:
                 t += [_logit(0.02 / 0.5), math.log(tail_at), math.log(0.35), _logit(0.5)]
             out.append(np.array(t, dtype=float))
         return out
+
+
+class Shortlist(tuple[Family, ...]):
+    """Families tried first, for speed (the lab calibration's three); a component none of them fits acceptably is
+    tried with every other candidate before it is refused (a plain list of families is the user's choice: kept)."""
+
+    @property
+    def rest(self) -> tuple[Family, ...]:
+        return tuple(f for f in candidates() if f not in self)
+
+
+def widened(families: Sequence[Family]) -> tuple[Family, ...]:
+    """The families to try when none of ``families`` fits: the rest of a Shortlist's candidates, else none."""
+    return families.rest if isinstance(families, Shortlist) else ()
 
 
 def candidates(mixtures: bool = True) -> list[Family]:
