@@ -90,6 +90,19 @@ class ControlPlane:
         items = self.request("GET", "/api/v1/namespaces?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dmeshsim")
         return [ns["metadata"]["name"] for ns in items["items"]]
 
+    def existing(self, namespaces: list[str]) -> list[str]:
+        """Those of ``namespaces`` the API server still has, each read by name (a list by label may come from its
+        watch cache, a moment behind)."""
+        left = []
+        for name in namespaces:
+            try:
+                self.request("GET", f"/api/v1/namespaces/{name}")
+                left.append(name)
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+        return left
+
     def wait_namespaces_gone(self, timeout_s: float = 60) -> list[str]:
         deadline = time.monotonic() + timeout_s
         left = self.managed_namespaces()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -150,25 +150,36 @@ def run_namespaces(api: KubeApi, run: str) -> list[str]:
 
 
 def delete_run_namespaces(api: KubeApi, run: str, wait_s: float = 120.0,
-                          log: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Delete exactly the namespaces of this run (selected by its own labels) and wait until they are gone.
+                          log: Callable[[str], None] = lambda _: None, known: Sequence[str] = ()) -> list[str]:
+    """Delete exactly the namespaces of this run (selected by its own labels, plus ``known``: the names it created)
+    and wait until they are gone.
 
-    Returns the names still terminating after ``wait_s`` (empty when deletion completed).
+    Returns the names still terminating after ``wait_s`` (empty when deletion completed). A list by label may be
+    served from the API server's watch cache, a moment behind; each name is deleted and then read back by name.
     """
-    names = run_namespaces(api, run)
+    names = sorted(set(run_namespaces(api, run)) | set(known))
+    gone = []
     for name in names:
         try:
             api.delete(f"/api/v1/namespaces/{name}")
         except NotFound:
-            pass
-    if names:
-        log(f"deleting namespaces {', '.join(names)}")
+            gone.append(name)  # never made (an interrupted POST) or already deleted
+    if len(gone) < len(names):
+        log(f"deleting namespaces {', '.join(n for n in names if n not in gone)}")
     deadline = time.monotonic() + wait_s
-    left = names
+    left = [n for n in names if n not in gone]
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = run_namespaces(api, run)
+        left = [n for n in left if _namespace_exists(api, n)]
     return left
+
+
+def _namespace_exists(api: KubeApi, name: str) -> bool:
+    try:
+        api.get(f"/api/v1/namespaces/{name}")
+    except NotFound:
+        return False
+    return True
 
 
 def _pod_problem(pod: Mapping[str, Any]) -> str | None:

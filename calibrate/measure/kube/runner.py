@@ -216,10 +216,11 @@ def _cleanup(api: KubeApi, run: str, result: KubeCalibration, hook: StepHook, pr
     except KeyboardInterrupt:
         interrupted = True  # Ctrl-C now must not leave namespaces behind: go on deleting
     try:
-        result.left_behind = delete_run_namespaces(api, run, log=progress.report_progress)
+        result.left_behind = delete_run_namespaces(api, run, log=progress.report_progress, known=result.namespaces)
     except KeyboardInterrupt:
         interrupted = True
-        result.left_behind = delete_run_namespaces(api, run, wait_s=0, log=progress.report_progress)
+        result.left_behind = delete_run_namespaces(api, run, wait_s=0, log=progress.report_progress,
+                                                   known=result.namespaces)
     except MeshsimError as exc:
         progress.report_progress(f"cleanup failed: {exc}; delete them with label selector {run_selector(run)}")
         result.left_behind = ["?"]
