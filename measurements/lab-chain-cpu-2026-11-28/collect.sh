@@ -43,3 +43,18 @@ for round in 1 2; do
   run --connections 16 --topology single --mode sidecar --rps 1500 --out "$O/neighbours/memhog"
   wait $p1 $p2
 done
+# 5. (23:27) the same pair again, each round: beside two loops copying 256 KB (within a core's 1 MB of L2), beside
+#    two 64 MB memory hogs, alone
+copy() { python3 -c "import time
+b = bytearray(256 << 10)
+t = time.time() + 9
+while time.time() < t: c = bytes(b)" & }
+for round in 1 2; do
+  copy; p1=$!; copy; p2=$!
+  run --connections 16 --topology single --mode sidecar --rps 1500 --out "$O/neighbours-2/copy256k"
+  wait $p1 $p2
+  hog; p1=$!; hog; p2=$!
+  run --connections 16 --topology single --mode sidecar --rps 1500 --out "$O/neighbours-2/memhog"
+  wait $p1 $p2
+  run --connections 16 --topology single --mode sidecar --rps 1500 --out "$O/neighbours-2/quiet"
+done
