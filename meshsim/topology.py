@@ -36,6 +36,9 @@ class Service:
     wakeup: WakeUp | None = None
     # replicas spread over these nodes, replica r on nodes[r % len(nodes)] (a scheduler spreading pods); () = `node`
     nodes: tuple[str, ...] = ()
+    # the share of each compute step's time that holds a core; the rest waits holding none (a measured baseline's
+    # client, kernel and network time beside the app's CPU)
+    cpu_fraction: float = 1.0
 
     def node_of_replica(self, r: int) -> str | None:
         """Replica ``r``'s declared node (None: the service declares none)."""
@@ -179,7 +182,7 @@ class Topology:
 def _service(name: str, raw: Any, where: str) -> Service:
     s = Section(raw, where)
     s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "nodes", "handler", "wakeup",
-                      "source", "note", "language"))
+                      "cpu_fraction", "cpu_fraction_source", "source", "note", "language"))
     handler_raw = s.require("handler")
     if not isinstance(handler_raw, list) or not handler_raw:
         raise ModelError(f"{s.key('handler')}: expected a non-empty list of steps")
@@ -194,6 +197,7 @@ def _service(name: str, raw: Any, where: str) -> Service:
         node=s.get("node"),
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         nodes=_spread_nodes(s),
+        cpu_fraction=s.number("cpu_fraction", 1.0, strictly_positive=True, maximum=1.0),
     )
 
 

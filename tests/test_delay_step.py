@@ -1,5 +1,5 @@
-"""A handler's ``delay`` step: time the app waits without holding a core (topology schema, both engines), and the
-lab validation's forwarding apps split into their measured CPU and such a delay."""
+"""A handler's ``delay`` step and a service's ``cpu_fraction``: time the app waits without holding a core (topology
+schema, both engines), and the lab validation's forwarding apps split into their measured CPU and such a delay."""
 
 from __future__ import annotations
 
@@ -26,19 +26,24 @@ ENGINES = {"simpy": run_replication, "fast": run_fast_replication}
 SHIPPED = Path(__file__).resolve().parent.parent / "measurements" / "lab-tracing-2026-11-27"
 
 
-def _topology(*handler) -> Topology:
-    svc = Service("q", handler=tuple(handler), cores=1, request_bytes=0, response_bytes=0)
+def _topology(*handler, cpu_fraction: float = 1.0) -> Topology:
+    svc = Service("q", handler=tuple(handler), cores=1, request_bytes=0, response_bytes=0, cpu_fraction=cpu_fraction)
     return Topology("delayed", "q", {"q": svc}, NO_NETWORK, Client(request_bytes=0))
 
 
+WAITS = {"a delay step": _topology(Compute(Deterministic(1 * MS)), Delay(Deterministic(2 * MS))),
+         "a cpu fraction": _topology(Compute(Deterministic(3 * MS)), cpu_fraction=1 / 3)}
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_delay_holds_no_core(engine: str) -> None:
-    """1 ms of CPU and 2 ms of waiting on one core, two connections as fast as they can: each request takes 3 ms
-    once the two have fallen out of step, so 2 / 3 ms = 667 requests/s and the core is busy two thirds of the time;
-    were the wait CPU, the core would carry 1 / 3 ms = 333."""
+@pytest.mark.parametrize("wait", WAITS)
+def test_a_wait_holds_no_core(engine: str, wait: str) -> None:
+    """1 ms of CPU and 2 ms of waiting on one core (a compute and a delay step, or a 3 ms compute step a third of
+    which holds the core), two connections as fast as they can: each request takes 3 ms once the two have fallen out
+    of step, so 2 / 3 ms = 667 requests/s and the core is busy two thirds of the time; were the wait CPU, the core
+    would carry 1 / 3 ms = 333."""
     load = Workload(FortioLoad(100_000, connections=2))
-    delayed = ENGINES[engine](Scenario(_topology(Compute(Deterministic(1 * MS)), Delay(Deterministic(2 * MS))),
-                                       NO_MESH), load, Horizon(4.0, 1.0), 1, 0)
+    delayed = ENGINES[engine](Scenario(WAITS[wait], NO_MESH), load, Horizon(4.0, 1.0), 1, 0)
     busy = ENGINES[engine](Scenario(_topology(Compute(Deterministic(3 * MS))), NO_MESH), load, Horizon(4.0, 1.0), 1, 0)
     assert delayed.achieved_rps == pytest.approx(2 / (3 * MS), rel=0.01)
     assert busy.achieved_rps == pytest.approx(1 / (3 * MS), rel=0.01)

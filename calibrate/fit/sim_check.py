@@ -42,6 +42,46 @@ REFINED = (("server-sidecar", ("inbound_request", "inbound_response")),
 BASELINE_SERVERS = 256
 
 
+BASELINE_CPU_KEYS = ("client/app", "server/app")  # the processes of a baseline run: fortio and the echo app
+
+
+def baseline_cpu(runs: Sequence[Run]) -> dict[str, Any] | None:
+    """``calibration.baseline_cpu``: the CPU fortio and the echo app burn per request in the baseline run that
+    carried the most (None without a plain baseline run that read both). Per request it falls with the rate (fewer
+    wakes); the most loaded run's is what a host near saturation pays, where the booking on its cores counts."""
+    counted = [r for r in runs if r.manifest.setup.path == "baseline" and not r.features and r.result.actual_rps
+               and r.manifest.load.duration_s and all(k in r.manifest.cpu_seconds for k in BASELINE_CPU_KEYS)]
+    if not counted:
+        return None
+    run = max(counted, key=lambda r: r.result.actual_rps)
+    requests = run.result.actual_rps * run.manifest.load.duration_s
+    cpu_ms = sum(run.manifest.cpu_seconds[k] for k in BASELINE_CPU_KEYS) / requests * 1e3
+    return {"cpu_ms": round(cpu_ms, 5), "source": f"CPU of {' + '.join(BASELINE_CPU_KEYS)} per request in baseline "
+            f"run {run.id} ({run.result.actual_rps:.0f} rps, {run.manifest.load.connections} connection(s)), the "
+            "baseline run that carried the most"}
+
+
+def baseline_service(model: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
+    """The one service of a replay whose time is the model's measured baseline: a station without an artificial
+    queue (BASELINE_SERVERS) that wakes as the model's cluster does, holding a core for the baseline's CPU
+    (``calibration.baseline_cpu``) and waiting out the rest; without it, for the whole baseline."""
+    calibration = model.get("calibration") or {}
+    baseline = dict(calibration.get("baseline") or {})
+    wakeup = (model.get("cluster") or {}).get("wakeup")
+    service = {"replicas": replicas, "cores": BASELINE_SERVERS, "request_bytes": 100, "response_bytes": 0,
+               "handler": [{"compute": baseline}], "source": source, **({"wakeup": dict(wakeup)} if wakeup else {})}
+    cpu = calibration.get("baseline_cpu")
+    if cpu and baseline:
+        from meshsim.distribution_spec import parse_distribution
+
+        mean_ms = parse_distribution(baseline, "calibration.baseline").mean * 1e3
+        if cpu["cpu_ms"] < mean_ms:
+            service["cpu_fraction"] = round(cpu["cpu_ms"] / mean_ms, 5)
+            service["cpu_fraction_source"] = (f"calibration.baseline_cpu {cpu['cpu_ms']:g} ms over the baseline's "
+                                              f"mean {mean_ms:.4g} ms ({cpu['source']})")
+    return service
+
+
 def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
     """A one-service topology whose app time is the model's fitted baseline (and its cluster's wake-up, if fitted),
     written to ``folder``."""
@@ -57,7 +97,6 @@ def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(baseline, dict):
         raise MeshsimError(f"mesh model {model.get('name')!r}: no calibration.baseline (not written by meshsim fit)")
     source = "meshsim fit: calibration.baseline of the mesh model (network + app of its baseline runs)"
-    wakeup = (model.get("cluster") or {}).get("wakeup")
     topo = {
         "schema": "meshsim/topology/v1", "name": f"{model['name']}-calibration",
         "description": "fortio client -> echo server as in the calibration runs", "source": source,
@@ -65,9 +104,7 @@ def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
         "client": {"overhead": 0, "request_bytes": 100, "source": "included in the baseline"},
         "network": {"loopback": 0, "same_node": 0, "cross_node": 0, "bandwidth_gbps": 1000,
                     "source": "included in the baseline and in the fitted passes"},
-        "services": {"server": {"replicas": 1, "cores": BASELINE_SERVERS, "request_bytes": 100, "response_bytes": 0,
-                                "handler": [{"compute": baseline}], "source": source,
-                                **({"wakeup": wakeup} if wakeup else {})}},
+        "services": {"server": baseline_service(model, 1, source)},
     }
     return topo
 

@@ -27,7 +27,7 @@ from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.fit.sim_check import BASELINE_SERVERS, fit_topology, host_tick_hold, replay_topology_name
+from meshsim.calibrate.fit.sim_check import baseline_service, fit_topology, host_tick_hold, replay_topology_name
 from meshsim.catalog import chain_length, load_topology
 from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError, ModelError
@@ -73,15 +73,6 @@ def features_for(model: Mapping[str, Any], run: Run) -> list[str]:
     return sorted(run.features) + [f"no-{n}" for n in sorted(defaults - set(run.features))]
 
 
-def _service(model: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
-    """A service whose time is the model's measured baseline: a delay (no artificial queue, see
-    ``sim_check.BASELINE_SERVERS``) that wakes as the model's cluster does."""
-    wakeup = (model.get("cluster") or {}).get("wakeup")
-    return {"replicas": replicas, "cores": BASELINE_SERVERS, "request_bytes": 100, "response_bytes": 0,
-            "handler": [{"compute": dict((model.get("calibration") or {}).get("baseline") or {})}], "source": source,
-            **({"wakeup": dict(wakeup)} if wakeup else {})}
-
-
 def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> dict[str, Any]:
     return {
         "schema": "meshsim/topology/v1", "name": name, "entry": entry, "source": source,
@@ -96,7 +87,7 @@ def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> d
 def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
     source = f"calibration.baseline of mesh model {model.get('name')!r} (network + app of its baseline runs)"
     name = f"{model.get('name')}-baseline" + (f"-x{replicas}" if replicas > 1 else "")
-    data = _skeleton(name, "server", {"server": _service(model, replicas, source)}, source)
+    data = _skeleton(name, "server", {"server": baseline_service(model, replicas, source)}, source)
     return topology_from_data(data, f"<{name}: derived from the mesh model's calibration.baseline>")
 
 
@@ -116,7 +107,7 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
-            services[service.name] = _service(model, 1, leaf_source)
+            services[service.name] = baseline_service(model, 1, leaf_source)
         else:
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
                                       "handler": [*handler[0], *({"call": c} for c in service.calls),

@@ -33,7 +33,8 @@ def make_station(name: str, servers: int, pinned: bool, streams: Streams, proxy:
                          resume_cpu=wakeup.resume_cpu + sum(f.resume_cpu for f in features))
     quota = CpuQuota(proxy.cpu_limit) if proxy is not None and proxy.cpu_limit is not None else None
     draw = streams.uniforms(f"{name}:wakeup") if wakeup is not None else None
-    return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota)
+    return Station(name, servers, pinned=pinned, wakeup=wakeup, wake_draw=draw, quota=quota,
+                   cpu_fraction=service.cpu_fraction if service is not None else 1.0)
 
 
 def collector_station(feature: Feature, streams: Streams) -> Station:

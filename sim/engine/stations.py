@@ -205,6 +205,7 @@ class Station:
     wake_draw: Callable[[], float] | None = None  # uniform(0, 1) stream deciding cold wake-ups
     quota: CpuQuota | None = None
     node: Cpu | None = None  # the cores of the node this station shares with its neighbours
+    cpu_fraction: float = 1.0  # of an app's compute step, the share that holds a core (Service.cpu_fraction)
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     jobs: int = 0

@@ -363,8 +363,9 @@ class System:
             if i in computes:  # a Compute step
                 if pending > 0:
                     yield env.timeout(pending)
-                now = env.now
-                pending = replica.station.serve(now, computes[i].draw()) - now
+                now, station = env.now, replica.station
+                time = computes[i].draw()  # its CPU first, then the rest as a wait that holds no core
+                pending = station.serve(now, time * station.cpu_fraction) - now + time * (1.0 - station.cpu_fraction)
             elif i in replica.delays:  # a Delay step: it holds no core
                 pending += replica.delays[i].draw()
             elif isinstance(step, Call):

@@ -131,9 +131,10 @@ SLOW_WIDTH = 6
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
-# (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share)
+# (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share;
+# ST_FRACTION: Station.cpu_fraction, the share of a compute step that holds a core)
 (ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER,
- ST_GRADED, ST_COLD) = range(13)
+ ST_GRADED, ST_COLD, ST_FRACTION) = range(14)
 # proxy columns
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
@@ -722,7 +723,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 6, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 13,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 14,
     R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: SLOW_WIDTH, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
@@ -816,8 +817,9 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
         for k in range(4, 6):  # System.call's close_pool calls: the pools this response frees
             if I[o + k] >= 0:
                 F[at(I, R_PXF, I[o + k], PX_OPEN)] -= 1.0
-    elif code == OP_COMPUTE or code == OP_EDGE_SERVE:
-        pending = book(I, F, B, I[o + 1], now, draw(I, B, I[o + 2]), -1, 0.0, True, now) - now
+    elif code == OP_COMPUTE or code == OP_EDGE_SERVE:  # System.handle: the step's CPU, then the rest holding no core
+        drawn, fraction = draw(I, B, I[o + 2]), F[at(I, R_STF, I[o + 1], ST_FRACTION)]
+        pending = book(I, F, B, I[o + 1], now, drawn * fraction, -1, 0.0, True, now) - now + drawn * (1.0 - fraction)
     elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session
         seen = at(I, R_TLS, I[o + 1], 0)
         if I[seen] == 0:

@@ -305,13 +305,12 @@ def station_arrays(lowering: Lowering) -> tuple:
         st_i[k, K.ST_SERVERS], st_i[k, K.ST_PINNED] = s.servers, int(s.pinned)
         st_i[k, K.ST_WAKE] = lowering.streams.sampler(s.wake_draw) if s.wakeup is not None else -1
         st_i[k, K.ST_NODE] = lowering.core_ids.get(id(s.node), -1) if s.node is not None else -1
-        st_i[k, K.ST_QUOTA] = int(s.quota is not None)
+        st_i[k, K.ST_QUOTA], st_f[k, K.ST_FRACTION] = int(s.quota is not None), s.cpu_fraction
         if s.wakeup is not None:
             w = s.wakeup
             st_f[k, K.ST_DELAY], st_f[k, K.ST_TAU], st_f[k, K.ST_CPU], st_f[k, K.ST_RESUME] = \
                 w.delay, w.tau, w.cpu, w.resume_cpu
-            st_f[k, K.ST_SHAPE], st_f[k, K.ST_LINGER] = w.shape, w.linger
-            st_f[k, K.ST_GRADED] = w.graded
+            st_f[k, K.ST_SHAPE], st_f[k, K.ST_LINGER], st_f[k, K.ST_GRADED] = w.shape, w.linger, w.graded
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
     quota_tag = np.full((n, K.QUOTA_RING), -1, dtype=np.int64)
