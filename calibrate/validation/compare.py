@@ -73,6 +73,15 @@ class RunComparison:
         """The setup with its payload: what two runs must share to be repeats (or a naive copy) of each other."""
         return self.setup if self.payload_bytes is None else f"{self.setup} {self.payload_bytes} B"
 
+    @property
+    def cpu_ms_per_request(self) -> dict[str, Metric]:
+        """Each component's CPU per completed request (ms), measured and predicted: a saturated run and its replay
+        fill the same cores at different rates, so equal cores can hide a different cost per request."""
+        a = self.achieved_rps
+        return {k: Metric(m.measured / a.measured * 1e3 if a.measured > 0 else math.nan,
+                          m.predicted / a.predicted * 1e3 if a.predicted > 0 else math.nan)
+                for k, m in self.cpu_cores.items()}
+
     def scored(self) -> ScoredRun:
         return ScoredRun(self.run_id, self.setup, self.rps, self.connections, self.payload_bytes or 0, self.role,
                          {k: self.metric(k).measured for k in SUMMARY_KEYS},
@@ -85,6 +94,7 @@ class RunComparison:
             "latency_ms": {k: m.to_dict() for k, m in self.latency_ms.items()},
             "achieved_rps": self.achieved_rps.to_dict(),
             "cpu_cores": {k: m.to_dict() for k, m in self.cpu_cores.items()},
+            "cpu_ms_per_request": {k: m.to_dict() for k, m in self.cpu_ms_per_request.items()},
             "predicted_saturation_rps": self.saturation_rps, "bottleneck": self.bottleneck,
             "predicted_time_breakdown_ms": dict(self.breakdown_ms), "notes": list(self.notes),
             "proxy_latency_ms": {view: {k: m.to_dict() for k, m in metrics.items()}

@@ -54,9 +54,13 @@ def table(v: Validation) -> str:
         a = c.achieved_rps
         lines.append(f"  {'rps':10} {_num(a.measured, 9, 1)} {_num(a.predicted, 9, 1)} {_pct(a.rel_error):>7}  "
                      + (f"[{a.ci95[0]:.1f}, {a.ci95[1]:.1f}]" if a.ci95 else ""))
+        per_request = c.cpu_ms_per_request
         for comp, m in c.cpu_cores.items():
+            r = per_request[comp]
+            each = (f"{_num(r.measured, 0, 4)} and {_num(r.predicted, 0, 4)} ms, {_pct(r.rel_error).strip()}"
+                    if math.isfinite(r.predicted) else f"{_num(r.measured, 0, 4)} ms measured")
             lines.append(f"  {'cpu ' + comp:10} {_num(m.measured, 9)} {_num(m.predicted, 9)} "
-                         f"{_pct(m.rel_error):>7}  (cores)")
+                         f"{_pct(m.rel_error):>7}  (cores); per request {each}")
         if c.saturation_rps:
             lines.append(f"  predicted saturation {c.saturation_rps:g} rps (bottleneck {c.bottleneck})")
         if c.role == "held-out" and abs(c.latency_ms["p50"].rel_error) > MISS and c.breakdown_ms:
