@@ -98,10 +98,11 @@ def test_metric_error_sign() -> None:
 
 def test_cpu_is_compared_per_request_as_well_as_in_cores(validation) -> None:
     """A saturated run and its replay fill the same cores at different rates: 0.2 cores at 1000 rps measured and
-    at 2000 rps predicted agree in cores and differ by half per request (0.2 against 0.1 ms)."""
+    at 2000 rps predicted agree in cores and differ by half per request (0.2 against 0.1 ms). The predicted
+    saturation says which load it was searched with (open arrivals, not the run's closed loop)."""
     from dataclasses import replace
 
-    c = replace(validation.comparisons[0], achieved_rps=Metric(1000.0, 2000.0),
+    c = replace(validation.comparisons[0], achieved_rps=Metric(1000.0, 2000.0), saturation_rps=1500.0,
                 cpu_cores={"server/sidecar": Metric(0.2, 0.2), "client/app": Metric(0.05, float("nan"))})
     each = c.cpu_ms_per_request
     assert each["server/sidecar"].measured == pytest.approx(0.2) and each["server/sidecar"].predicted == 0.1
@@ -109,6 +110,8 @@ def test_cpu_is_compared_per_request_as_well_as_in_cores(validation) -> None:
     text = table(replace(validation, comparisons=(c,)))
     assert "(cores); per request 0.2000 and 0.1000 ms, -50%" in text
     assert "(cores); per request 0.0500 ms measured" in text
+    # the saturation search's load is not the run's: said where its figure is printed
+    assert "predicted saturation 1500 rps with open (Poisson) arrivals on the run's connections" in text
     assert c.to_dict()["cpu_ms_per_request"]["server/sidecar"]["rel_error"] == -0.5
 
 

@@ -62,7 +62,8 @@ def table(v: Validation) -> str:
             lines.append(f"  {'cpu ' + comp:10} {_num(m.measured, 9)} {_num(m.predicted, 9)} "
                          f"{_pct(m.rel_error):>7}  (cores); per request {each}")
         if c.saturation_rps:
-            lines.append(f"  predicted saturation {c.saturation_rps:g} rps (bottleneck {c.bottleneck})")
+            lines.append(f"  predicted saturation {c.saturation_rps:g} rps with open (Poisson) arrivals on the run's "
+                         f"connections (bottleneck {c.bottleneck}); the rps line is what the run's own load carries")
         if c.role == "held-out" and abs(c.latency_ms["p50"].rel_error) > MISS and c.breakdown_ms:
             lines.append(f"  p50 missed by {_pct(c.latency_ms['p50'].rel_error)}; {breakdown_line(c.breakdown_ms)}")
         for note in c.notes:
