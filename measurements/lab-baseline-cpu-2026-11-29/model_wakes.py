@@ -1,4 +1,4 @@
-"""The model's wakes and CPU per request of each sidecar when it replays a run (the SimPy engine, 2 replications of
+"""The model's wakes, cold wakes and CPU per request of each sidecar when it replays a run (the SimPy engine, 2 replications of
 3 s, no saturation search: every booking counted is the run's own), beside the run's measured sleeps (voluntary
 switches of the workers) and CPU per request.
 
@@ -46,6 +46,7 @@ if "--fortio-cpu" in args:
 
 passes: collections.Counter = collections.Counter()
 wakes: collections.Counter = collections.Counter()
+colds: collections.Counter = collections.Counter()
 book = stations.Station._book
 
 
@@ -55,6 +56,10 @@ def counting(self, now, work, server, post, timed):
         name = self.name.split("#")[0]
         passes[name] += 1
         wakes[name] += self.free_at[server] < now
+        before = self.cold_wakes
+        out = book(self, now, work, server, post, timed)
+        colds[name] += self.cold_wakes - before
+        return out
     return book(self, now, work, server, post, timed)
 
 
@@ -77,4 +82,4 @@ for name in sorted(passes):
         cpu = run.manifest.cpu_seconds.get(name, float("nan")) / done * 1e3
         model_cpu = prediction.cpu_cores[name] / prediction.achieved_rps.value * 1e3
         print(f"  {name:15s} model: {wakes[name] / requests:.2f} wakes, {model_cpu:.3f} ms CPU per request; "
-              f"measured: {sleeps:.2f} sleeps, {cpu:.3f} ms")
+              f"measured: {sleeps:.2f} sleeps, {cpu:.3f} ms; cold wakes {colds[name] / requests:.3f}")
