@@ -22,6 +22,7 @@ from meshsim.calibrate.fit.mode_check import ModeCheck, measured
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import read_model, write_model
 from meshsim.calibrate.fit.observations import from_result
+from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
@@ -61,6 +62,12 @@ def baseline_cpu(runs: Sequence[Run]) -> dict[str, Any] | None:
             "baseline run that carried the most"}
 
 
+def baseline_mean_ms(model: Mapping[str, Any]) -> float:
+    """The mean of the model's ``calibration.baseline`` (ms)."""
+    spec = (model.get("calibration") or {}).get("baseline")
+    return parse_distribution(spec, where="calibration.baseline").mean * 1e3
+
+
 def baseline_service(model: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
     """The one service of a replay whose time is the model's measured baseline: a station without an artificial
     queue (BASELINE_SERVERS) that wakes as the model's cluster does, holding a core for the baseline's CPU
@@ -72,9 +79,7 @@ def baseline_service(model: Mapping[str, Any], replicas: int, source: str) -> di
                "handler": [{"compute": baseline}], "source": source, **({"wakeup": dict(wakeup)} if wakeup else {})}
     cpu = calibration.get("baseline_cpu")
     if cpu and baseline:
-        from meshsim.distribution_spec import parse_distribution
-
-        mean_ms = parse_distribution(baseline, "calibration.baseline").mean * 1e3
+        mean_ms = baseline_mean_ms(model)
         if cpu["cpu_ms"] < mean_ms:
             service["cpu_fraction"] = round(cpu["cpu_ms"] / mean_ms, 5)
             service["cpu_fraction_source"] = (f"calibration.baseline_cpu {cpu['cpu_ms']:g} ms over the baseline's "

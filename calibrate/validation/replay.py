@@ -27,9 +27,9 @@ from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
-from meshsim.calibrate.fit.sim_check import baseline_service, fit_topology, host_tick_hold, replay_topology_name
+from meshsim.calibrate.fit.sim_check import (baseline_mean_ms, baseline_service, fit_topology, host_tick_hold,
+                                              replay_topology_name)
 from meshsim.catalog import chain_length, load_topology
-from meshsim.distribution_spec import parse_distribution
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.fortio_warmup import checked_version
 from meshsim.request import PredictOptions
@@ -155,11 +155,6 @@ def forwarding_cpu_ms(run: Run, graph: Sequence[Any]) -> float | None:
     return sum(known) / len(known) * 1e3 if known and len(known) == len(costs) else None
 
 
-def _baseline_mean_ms(model: Mapping[str, Any]) -> float:
-    spec = (model.get("calibration") or {}).get("baseline")
-    return parse_distribution(spec, where="calibration.baseline").mean * 1e3
-
-
 def _lab_graph(name: str) -> Sequence[Any] | None:
     """The lab's call graph for a chainN or bookinfo run (None for other names)."""
     from meshsim.calibrate.measure.lab.spec import parse_topology
@@ -239,7 +234,7 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
     fewest = min(b.manifest.load.connections for b in bases)
     # the hop's time from an unloaded run: a loaded run's mean latency is mostly queueing
     base = _closest([b for b in bases if b.manifest.load.connections == fewest], run)
-    hop = (from_result(base.result).mean * 1e3 - leaves * _baseline_mean_ms(model)) / forwarders
+    hop = (from_result(base.result).mean * 1e3 - leaves * baseline_mean_ms(model)) / forwarders
     if hop <= 0:
         raise CannotReplay(f"topology {name}: baseline run {base.id} is not slower than its {leaves} leaf "
                            "service(s) at the model's baseline")
