@@ -17,7 +17,7 @@ from meshsim.calibrate.measure.dataset import Run, load_runs
 from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
-from meshsim.calibrate.fit.sim_check import baseline_cpu
+from meshsim.calibrate.fit.baseline_cpu import baseline_cpu
 from meshsim.calibrate.fit.decomposition import Decomposition, decompose
 from meshsim.calibrate.fit.fit_inputs import check_fit_names, check_identified
 from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays

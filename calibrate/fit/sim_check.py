@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from meshsim.calibrate.fit.baseline_cpu import ReadAt, baseline_cpu_at
 from meshsim.calibrate.fit.mode_check import ModeCheck, measured
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import read_model, write_model
@@ -43,47 +44,31 @@ REFINED = (("server-sidecar", ("inbound_request", "inbound_response")),
 BASELINE_SERVERS = 256
 
 
-BASELINE_CPU_KEYS = ("client/app", "server/app")  # the processes of a baseline run: fortio and the echo app
-
-
-def baseline_cpu(runs: Sequence[Run]) -> dict[str, Any] | None:
-    """``calibration.baseline_cpu``: the CPU fortio and the echo app burn per request in the baseline run that
-    carried the most (None without a plain baseline run that read both). Per request it falls with the rate (fewer
-    wakes); the most loaded run's is what a host near saturation pays, where the booking on its cores counts."""
-    counted = [r for r in runs if r.manifest.setup.path == "baseline" and not r.features and r.result.actual_rps
-               and r.manifest.load.duration_s and all(k in r.manifest.cpu_seconds for k in BASELINE_CPU_KEYS)]
-    if not counted:
-        return None
-    run = max(counted, key=lambda r: r.result.actual_rps)
-    requests = run.result.actual_rps * run.manifest.load.duration_s
-    cpu_ms = sum(run.manifest.cpu_seconds[k] for k in BASELINE_CPU_KEYS) / requests * 1e3
-    return {"cpu_ms": round(cpu_ms, 5), "source": f"CPU of {' + '.join(BASELINE_CPU_KEYS)} per request in baseline "
-            f"run {run.id} ({run.result.actual_rps:.0f} rps, {run.manifest.load.connections} connection(s)), the "
-            "baseline run that carried the most"}
-
-
 def baseline_mean_ms(model: Mapping[str, Any]) -> float:
     """The mean of the model's ``calibration.baseline`` (ms)."""
     spec = (model.get("calibration") or {}).get("baseline")
     return parse_distribution(spec, where="calibration.baseline").mean * 1e3
 
 
-def baseline_service(model: Mapping[str, Any], replicas: int, source: str) -> dict[str, Any]:
+def baseline_service(model: Mapping[str, Any], replicas: int, source: str,
+                     at: ReadAt | None = None) -> dict[str, Any]:
     """The one service of a replay whose time is the model's measured baseline: a station without an artificial
     queue (BASELINE_SERVERS) that wakes as the model's cluster does, holding a core for the baseline's CPU
-    (``calibration.baseline_cpu``) and waiting out the rest; without it, for the whole baseline."""
+    (``calibration.baseline_cpu``: the most loaded run's, or read at ``at`` = (rate, connections, payload)) and
+    waiting out the rest; without it, for the whole baseline."""
     calibration = model.get("calibration") or {}
     baseline = dict(calibration.get("baseline") or {})
     wakeup = (model.get("cluster") or {}).get("wakeup")
     service = {"replicas": replicas, "cores": BASELINE_SERVERS, "request_bytes": 100, "response_bytes": 0,
                "handler": [{"compute": baseline}], "source": source, **({"wakeup": dict(wakeup)} if wakeup else {})}
-    cpu = calibration.get("baseline_cpu")
-    if cpu and baseline:
+    block = calibration.get("baseline_cpu")
+    if block and baseline:
         mean_ms = baseline_mean_ms(model)
-        if cpu["cpu_ms"] < mean_ms:
-            service["cpu_fraction"] = round(cpu["cpu_ms"] / mean_ms, 5)
-            service["cpu_fraction_source"] = (f"calibration.baseline_cpu {cpu['cpu_ms']:g} ms over the baseline's "
-                                              f"mean {mean_ms:.4g} ms ({cpu['source']})")
+        cpu_ms, cpu_source = baseline_cpu_at(block, *at) if at else (float(block["cpu_ms"]), block["source"])
+        if cpu_ms < mean_ms:
+            service["cpu_fraction"] = round(cpu_ms / mean_ms, 5)
+            service["cpu_fraction_source"] = (f"calibration.baseline_cpu {cpu_ms:.4g} ms over the baseline's "
+                                              f"mean {mean_ms:.4g} ms ({cpu_source})")
     return service
 
 
@@ -96,8 +81,8 @@ def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
     return path
 
 
-def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
-    """The document of :func:`calibration_topology`."""
+def calibration_topology_data(model: dict[str, Any], at: ReadAt | None = None) -> dict[str, Any]:
+    """The document of :func:`calibration_topology` (its service's CPU read at ``at``, :func:`baseline_service`)."""
     baseline = model.get("calibration", {}).get("baseline")
     if not isinstance(baseline, dict):
         raise MeshsimError(f"mesh model {model.get('name')!r}: no calibration.baseline (not written by meshsim fit)")
@@ -109,7 +94,7 @@ def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
         "client": {"overhead": 0, "request_bytes": 100, "source": "included in the baseline"},
         "network": {"loopback": 0, "same_node": 0, "cross_node": 0, "bandwidth_gbps": 1000,
                     "source": "included in the baseline and in the fitted passes"},
-        "services": {"server": baseline_service(model, 1, source)},
+        "services": {"server": baseline_service(model, 1, source, at)},
     }
     return topo
 
@@ -120,14 +105,15 @@ def replay_topology_name(model: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
-def fit_topology(model: Mapping[str, Any]) -> Topology:
+def fit_topology(model: Mapping[str, Any], at: ReadAt | None = None) -> Topology:
     """The topology every replay of the model's runs uses (the fit's, ``meshsim validate``'s).
 
     A model fitted on a cluster's runs whose shipped topology they name (``calibration.replay_topology``) replays on
     that topology on its cluster: the fitted cross-node hop and wake-up in place of the topology's, no wake-up where
     none was fitted; which is what ``meshsim predict --topology NAME`` builds with this model. Bursts then queue on
     the client's and the app's cores in the fit as they do in the prediction, so the wake-up fitted on them is not
-    counted twice. Any other model replays on its calibration baseline as one station (:func:`calibration_topology`).
+    counted twice. Any other model replays on its calibration baseline as one station (:func:`calibration_topology`),
+    its CPU read at ``at`` (:func:`baseline_service`).
     """
     from meshsim.catalog import load_topology
     from meshsim.cluster_facts import parse_cluster
@@ -136,7 +122,8 @@ def fit_topology(model: Mapping[str, Any]) -> Topology:
 
     name = replay_topology_name(model)
     if name is None:
-        return topology_from_data(calibration_topology_data(dict(model)), f"{model['name']}-calibration (in memory)")
+        return topology_from_data(calibration_topology_data(dict(model), at),
+                                  f"{model['name']}-calibration (in memory)")
     cluster = dict(model.get("cluster") or {})
     facts = parse_cluster(Section(cluster, "cluster")) if cluster else None
     topology = load_topology(name)

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab.host_load import cores_left
+from meshsim.calibrate.fit.baseline_cpu import ReadAt, replay_rate
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
@@ -51,6 +52,7 @@ class Replay:
 
     options: PredictOptions
     notes: tuple[str, ...] = ()
+    baseline_rate: float | None = None  # the rate its baseline service's CPU was read at (None: one value)
 
     @property
     def topology(self) -> Topology:
@@ -84,30 +86,33 @@ def _skeleton(name: str, entry: str, services: dict[str, Any], source: str) -> d
     }
 
 
-def baseline_topology(model: Mapping[str, Any], replicas: int = 1) -> Topology:
+def baseline_topology(model: Mapping[str, Any], replicas: int = 1, at: ReadAt | None = None) -> Topology:
+    """The model's one baseline service (its CPU read at ``at`` = (rate, connections, payload),
+    :func:`baseline_service`)."""
     source = f"calibration.baseline of mesh model {model.get('name')!r} (network + app of its baseline runs)"
     name = f"{model.get('name')}-baseline" + (f"-x{replicas}" if replicas > 1 else "")
-    data = _skeleton(name, "server", {"server": baseline_service(model, replicas, source)}, source)
+    data = _skeleton(name, "server", {"server": baseline_service(model, replicas, source, at)}, source)
     return topology_from_data(data, f"<{name}: derived from the mesh model's calibration.baseline>")
 
 
 def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
                    hop_source: str, app_cpu_ms: float | None = None, wake: WakeSplit | None = None,
-                   hop_cv: float = HOP_CV) -> Topology:
+                   hop_cv: float = HOP_CV, leaf_at: ReadAt | None = None) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
 
     ``app_cpu_ms``: the forwarding apps' measured CPU per request; that part of the hop holds the app's core and the
     rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU. ``wake``: that CPU split into
     work per request (the compute steps) and CPU per wake (the app's ``wakeup.resume_cpu``, paid when a job finds its
-    worker idle: per request at a low rate, per batch near saturation). ``hop_cv``: each step's spread."""
+    worker idle: per request at a low rate, per batch near saturation). ``hop_cv``: each step's spread.
+    ``leaf_at``: (rate, connections, payload) to read the leaves' CPU at (:func:`baseline_service`)."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
     wake = _on_hop(hop_mean_ms, app_cpu_ms, wake)
     handler = hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake, hop_cv)
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
-            services[service.name] = baseline_service(model, 1, leaf_source)
+            services[service.name] = baseline_service(model, 1, leaf_source, leaf_at)
         else:
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
                                       "handler": [*handler[0], *({"call": c} for c in service.calls),
@@ -194,6 +199,7 @@ class ReplaySettings:
     seed: int = 1
     processes: int | None = None
     per_core_queues: bool = False  # a lab host's cores with per-CPU run queues (Topology.per_core_queues)
+    baseline_rate: float | None = None  # the rate a saturated replay carried: the baseline's CPU read there
 
 
 def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run], override: Topology | None,
@@ -206,21 +212,23 @@ def topology_for(model: Mapping[str, Any], run: Run, runs: Sequence[Run], overri
         return load_topology(name), (), []
     if replay_topology_name(model) == name:  # fitted on this topology on its cluster, as predict builds it
         return fit_topology(model), (), []
+    at = replay_rate(model, run, settings.baseline_rate)
     if name == "single":
-        return baseline_topology(model), (), []
+        return baseline_topology(model, 1, at), (), []
     lb = _LB.match(name)
     if lb:
-        return baseline_topology(model, int(lb.group(1))), (), []
+        return baseline_topology(model, int(lb.group(1)), at), (), []
     graph = _lab_graph(name)
     if graph is None:
         return load_topology(name), (), [f"topology {name}: app times from models/topologies, not measured"]
     if not any(svc.calls for svc in graph):
-        return baseline_topology(model), (), []
-    return _chain_topology(model, run, runs, name, graph, settings)
+        return baseline_topology(model, 1, at), (), []
+    return _chain_topology(model, run, runs, name, graph, settings, at)
 
 
 def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], name: str, graph: Sequence[Any],
-                    settings: ReplaySettings) -> tuple[Topology, tuple[str, ...], list[str]]:
+                    settings: ReplaySettings, at: ReadAt | None = None,
+                    ) -> tuple[Topology, tuple[str, ...], list[str]]:
     """A lab call graph whose forwarding apps cost what the chain's baseline runs measured: the hop's mean from the
     one-connection run closest to ``run``; with a loaded baseline run (more connections) beside it, their CPU per
     request split into work and CPU per wake (``forwarding_wake``)."""
@@ -243,7 +251,7 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
     cpu = forwarding_cpu_ms(base, graph)
     cv, spread = _hop_spread(model, base, leaves, forwarders, hop, source, cpu)
     if cpu is None:
-        return graph_topology(model, name, graph, hop, source, None, hop_cv=cv), (base.id,), [
+        return graph_topology(model, name, graph, hop, source, None, hop_cv=cv, leaf_at=at), (base.id,), [
             source, f"forwarding hop spread: {spread}", "no CPU readings of the forwarding apps: the whole hop is "
             "booked as their CPU"]
     notes = [source, f"forwarding hop spread: {spread}", f"the forwarding apps burn {cpu:.4f} ms CPU per request in "
@@ -253,13 +261,13 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
     if not loaded:
         notes.append(f"no loaded baseline {name} run (more connections than {fewest}): the apps' CPU per request is "
                      "one constant at every rate")
-        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv), (base.id,), notes
+        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
     wake = _wake_split(model, name, graph, hop, source, base, _nearest_in_time(loaded, run), settings, cv)
     if isinstance(wake, str):
         notes.append(wake)
-        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv), (base.id,), notes
+        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
     notes.append(wake.source + ("" if cpu <= hop else f" (x {hop / cpu:.3f}: within the hop)"))
-    return graph_topology(model, name, graph, hop, source, cpu, wake, cv), wake.source_runs, notes
+    return graph_topology(model, name, graph, hop, source, cpu, wake, cv, at), wake.source_runs, notes
 
 
 _SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
@@ -314,12 +322,14 @@ def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False,
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
            topology: Topology | None, sim_duration_s: float, replications: int, seed: int,
-           processes: int | None, per_core_queues: bool = False) -> tuple[Replay, tuple[str, ...]]:
+           processes: int | None, per_core_queues: bool = False,
+           baseline_rate: float | None = None) -> tuple[Replay, tuple[str, ...]]:
     """How to simulate ``run``, and the ids of the baseline runs its topology was derived from; raises CannotReplay
-    with the reason when it cannot be."""
+    with the reason when it cannot be. ``baseline_rate``: the rate a replay that saturated the host carried, to read
+    the baseline's CPU at (``meshsim fit``'s ``calibration.baseline_cpu.by_rate``; None: the most loaded run's)."""
     if not run.rps:
         raise CannotReplay("no requested rate (fortio ran at max speed): the fortio model needs -qps")
-    settings = ReplaySettings(sim_duration_s, replications, seed, processes, per_core_queues)
+    settings = ReplaySettings(sim_duration_s, replications, seed, processes, per_core_queues, baseline_rate)
     topo, base_ids, notes = topology_for(model, run, runs, topology, settings)
     try:
         delay = run.manifest.load.leaf_delay_s
@@ -330,7 +340,12 @@ def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
         notes.append(f"the leaf apps wait {delay * 1e3:g} ms per request (fortio echo delay= in the run's URL), "
                      "holding no core")
     derived = topology is None and bool((model.get("calibration") or {}).get("baseline"))
-    return Replay(replay_options(model, run, topo, derived, notes, settings), tuple(notes)), base_ids
+    at = replay_rate(model, run, baseline_rate) if derived else None
+    if at is not None:
+        notes.append(f"the baseline's CPU read at {at[0]:.0f} rps, {at[1]} connection(s) and {at[2]} B "
+                     "(calibration.baseline_cpu.by_rate)")
+    options = replay_options(model, run, topo, derived, notes, settings)
+    return Replay(options, tuple(notes), at[0] if at else None), base_ids
 
 
 def replay_options(model: Mapping[str, Any], run: Run, topo: Topology, derived: bool, notes: list[str],
