@@ -31,7 +31,7 @@ def baseline_cpu(runs: Sequence[Run]) -> dict[str, Any] | None:
     if not counted:
         return None
     points = sorted(({"rps": round(r.result.actual_rps, 1), "connections": r.manifest.load.connections,
-                      "payload_bytes": r.manifest.setup.payload_bytes, "cpu_ms": round(_cpu_ms(r), 5), "run": r.id}
+                      "payload_bytes": r.manifest.setup.payload_bytes or 0, "cpu_ms": round(_cpu_ms(r), 5), "run": r.id}
                      for r in counted), key=lambda p: (p["connections"], p["payload_bytes"], p["rps"], p["run"]))
     run = max(counted, key=lambda r: r.result.actual_rps)
     return {"cpu_ms": round(_cpu_ms(run), 5),

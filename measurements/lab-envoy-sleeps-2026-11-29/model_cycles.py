@@ -4,7 +4,8 @@ saturation search), each sidecar's passes split into those that woke an idle wor
 
 Usage: python model_cycles.py MODEL RUN [BASELINE_FOLDER ...] [--keep-core]
 
---keep-core: the experiment of keep_core.py (a worker keeps its core for the passes queued behind its last)."""
+--keep-core: the experiment of keep_core.py (a worker keeps its core for the passes queued behind its last).
+--wake-preempts: the experiment of wake_preempts.py (a burst that wakes a worker displaces the running one)."""
 
 import collections
 import sys
@@ -24,6 +25,9 @@ from meshsim.sim.experiments import predict
 if "--keep-core" in sys.argv:
     sys.argv.remove("--keep-core")
     import keep_core  # noqa: F401 (patches Station._book)
+if "--wake-preempts" in sys.argv:
+    sys.argv.remove("--wake-preempts")
+    import wake_preempts  # noqa: F401 (patches Station._book)
 predict.choose_engine = lambda requested, scenario, workload, series=False: EngineChoice("simpy")
 passes: collections.Counter = collections.Counter()
 wakes: collections.Counter = collections.Counter()
