@@ -81,8 +81,8 @@ def calibration_topology(model: dict[str, Any], folder: Path) -> Path:
     return path
 
 
-def calibration_topology_data(model: dict[str, Any], at: ReadAt | None = None) -> dict[str, Any]:
-    """The document of :func:`calibration_topology` (its service's CPU read at ``at``, :func:`baseline_service`)."""
+def calibration_topology_data(model: dict[str, Any]) -> dict[str, Any]:
+    """The document of :func:`calibration_topology`."""
     baseline = model.get("calibration", {}).get("baseline")
     if not isinstance(baseline, dict):
         raise MeshsimError(f"mesh model {model.get('name')!r}: no calibration.baseline (not written by meshsim fit)")
@@ -94,7 +94,7 @@ def calibration_topology_data(model: dict[str, Any], at: ReadAt | None = None) -
         "client": {"overhead": 0, "request_bytes": 100, "source": "included in the baseline"},
         "network": {"loopback": 0, "same_node": 0, "cross_node": 0, "bandwidth_gbps": 1000,
                     "source": "included in the baseline and in the fitted passes"},
-        "services": {"server": baseline_service(model, 1, source, at)},
+        "services": {"server": baseline_service(model, 1, source)},
     }
     return topo
 
@@ -105,15 +105,14 @@ def replay_topology_name(model: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
-def fit_topology(model: Mapping[str, Any], at: ReadAt | None = None) -> Topology:
+def fit_topology(model: Mapping[str, Any]) -> Topology:
     """The topology every replay of the model's runs uses (the fit's, ``meshsim validate``'s).
 
     A model fitted on a cluster's runs whose shipped topology they name (``calibration.replay_topology``) replays on
     that topology on its cluster: the fitted cross-node hop and wake-up in place of the topology's, no wake-up where
     none was fitted; which is what ``meshsim predict --topology NAME`` builds with this model. Bursts then queue on
     the client's and the app's cores in the fit as they do in the prediction, so the wake-up fitted on them is not
-    counted twice. Any other model replays on its calibration baseline as one station (:func:`calibration_topology`),
-    its CPU read at ``at`` (:func:`baseline_service`).
+    counted twice. Any other model replays on its calibration baseline as one station (:func:`calibration_topology`).
     """
     from meshsim.catalog import load_topology
     from meshsim.cluster_facts import parse_cluster
@@ -122,8 +121,7 @@ def fit_topology(model: Mapping[str, Any], at: ReadAt | None = None) -> Topology
 
     name = replay_topology_name(model)
     if name is None:
-        return topology_from_data(calibration_topology_data(dict(model), at),
-                                  f"{model['name']}-calibration (in memory)")
+        return topology_from_data(calibration_topology_data(dict(model)), f"{model['name']}-calibration (in memory)")
     cluster = dict(model.get("cluster") or {})
     facts = parse_cluster(Section(cluster, "cluster")) if cluster else None
     topology = load_topology(name)
