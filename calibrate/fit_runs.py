@@ -18,6 +18,7 @@ from meshsim.calibrate.fit.deconvolution import ComponentFit
 from meshsim.calibrate.fit.families import Family, candidates
 from meshsim.calibrate.fit.model_file import build_model, proxy_skeleton, write_model
 from meshsim.calibrate.fit.baseline_cpu import baseline_cpu
+from meshsim.calibrate.fit.sim_check import with_lab_scheduler
 from meshsim.calibrate.fit.decomposition import Decomposition, decompose
 from meshsim.calibrate.fit.fit_inputs import check_fit_names, check_identified
 from meshsim.calibrate.load.wake_replays import fit_wakeups_on_replays
@@ -394,4 +395,4 @@ def _assemble(mesh: str, decomp: Decomposition, extra: load_dependence.LoadDepen
         description=description or f"{mesh} fitted by meshsim fit from {len(usable)} runs at {ref_rps} rps.",
         sources=sources, proxy=proxy, features=features, load_balancer=lb, calibration=calibration,
     )
-    return model
+    return with_lab_scheduler(model, usable)

@@ -22,6 +22,7 @@ from meshsim.distributions import Distribution
 from meshsim.errors import FieldError, ModelError
 from meshsim.fortio_warmup import DEFAULT_VERSION, WARMUP_MODES, warmup_mode
 from meshsim.tick_hold import TickHold, parse_tick_hold
+from meshsim.woken_first import WokenFirst, parse_woken_first
 from meshsim.topology import Topology
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.workload import Load
@@ -69,13 +70,14 @@ class LoadFacts:
 class ClusterFacts:
     """``cross_node``: one hop between two nodes; ``wakeup``: every app's idle wake-up on the cluster's nodes;
     ``load``: how the cluster's runs drove fortio; ``tick_hold``: how often a thread keeps a core of the cluster's
-    nodes till the scheduler's next tick."""
+    nodes till the scheduler's next tick; ``woken_first``: its nodes' scheduler runs a woken thread first."""
 
     cross_node: Distribution | None = None
     wakeup: WakeUp | None = None
     source: str = ""
     load: LoadFacts | None = None
     tick_hold: TickHold | None = None
+    woken_first: WokenFirst | None = None
 
     def applied_to(self, topology: Topology) -> Topology:
         """``topology`` on this cluster: its cross-node hop and every service's wake-up replaced where measured."""
@@ -87,17 +89,20 @@ class ClusterFacts:
             out = replace(out, services=services)
         if self.tick_hold is not None:
             out = replace(out, tick_hold=self.tick_hold)
+        if self.woken_first is not None:
+            out = replace(out, woken_first=self.woken_first)
         return out
 
 
 def parse_cluster(section: Section | None) -> ClusterFacts | None:
     if section is None:
         return None
-    section.reject_unknown(("cross_node", "wakeup", "load", "tick_hold", "source", "note", "fit"))
+    section.reject_unknown(("cross_node", "wakeup", "load", "tick_hold", "woken_first", "source", "note", "fit"))
     return ClusterFacts(distribution_at(section, "cross_node", required=False),
                         parse_wakeup(section.section("wakeup", required=False)), str(section.get("source", "")),
                         parse_load_facts(section.section("load", required=False)),
-                        parse_tick_hold(section.section("tick_hold", required=False)))
+                        parse_tick_hold(section.section("tick_hold", required=False)),
+                        parse_woken_first(section.section("woken_first", required=False)))
 
 
 def parse_load_facts(section: Section | None) -> LoadFacts | None:

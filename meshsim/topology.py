@@ -18,6 +18,7 @@ from meshsim.handler_steps import (  # noqa: F401 (the step types are re-exporte
     Call, Choose, Compute, Delay, Parallel, Step, parse_step)
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
 from meshsim.tick_hold import TickHold
+from meshsim.woken_first import WokenFirst
 from meshsim.wakeup import WakeUp, parse_wakeup
 from meshsim.yamlio import Section, content_hash, parse_yaml_text
 
@@ -127,6 +128,9 @@ class Topology:
     # a thread with a backlog keeps its core till the scheduler's next tick, for a share of the bursts that find the
     # cores of those nodes taken (meshsim/tick_hold.py); fitted per host, so set from a model's cluster block
     tick_hold: TickHold | None = None
+    # those nodes' scheduler runs a thread that woke ahead of the running ones (meshsim/woken_first.py); a property of
+    # the host's kernel, set from a model's cluster block like the tick hold
+    woken_first: WokenFirst | None = None
 
     def callees_first(self) -> list[str]:
         """Every service after the services it calls (the graph is acyclic: checked on load)."""
@@ -162,18 +166,19 @@ class Topology:
         """The hops between an app and its sidecar take no time of their own (a mesh model's passes hold them)."""
         return replace(self, network=replace(self.network, loopback=Deterministic(0.0)))
 
-    def on_one_host(self, cores: float, per_core_queues: bool = False,
-                    tick_hold: TickHold | None = None) -> "Topology":
+    def on_one_host(self, cores: float, per_core_queues: bool = False, tick_hold: TickHold | None = None,
+                    woken_first: WokenFirst | None = None) -> "Topology":
         """The lab: the client, every app and every proxy on one machine sharing its cores.
 
         Every CPU consumer of the topology lands on that host: app computes, proxy passes, the load generator's
         ``client.cpu_per_call`` and the kernel's ``network.kernel_cpu`` (all hops are then same-node hops, booked on
         the host as one burst). The topology's own node declarations (``single``: client and server apart) give
         way. ``tick_hold``: how often a thread keeps one of the host's cores till the next tick (fitted for that
-        host), else the topology's own."""
+        host), else the topology's own; ``woken_first`` likewise (the host's scheduler runs a woken thread first)."""
         services = {name: replace(svc, node="host", nodes=()) for name, svc in self.services.items()}
         return replace(self, services=services, client=replace(self.client, node="host"), node_cores={"host": cores},
-                       per_core_queues=per_core_queues, tick_hold=tick_hold or self.tick_hold)
+                       per_core_queues=per_core_queues, tick_hold=tick_hold or self.tick_hold,
+                       woken_first=woken_first or self.woken_first)
 
 
 # ---------------------------------------------------------------------------------------------------------------

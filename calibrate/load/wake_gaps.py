@@ -19,7 +19,8 @@ import numpy as np
 
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.fit.model_file import write_model
-from meshsim.calibrate.fit.sim_check import SCOPE_OF_PATH, fit_topology, host_tick_hold, run_features
+from meshsim.calibrate.fit.sim_check import (SCOPE_OF_PATH, fit_topology, host_tick_hold, host_woken_first,
+                                             run_features)
 from meshsim.progress import Progress
 
 MAX_REQUESTS = 6000  # per replayed run: enough for the gap distribution, quick to simulate
@@ -48,7 +49,8 @@ def replay_setup(model: dict[str, Any], run: Run, work: Path, max_requests: int 
     if run.lab_host_cores is not None:
         # as `meshsim validate` replays it: every lab process shares the host's cores, and a pass that waits for a
         # core keeps its worker busy (fewer, shorter idle gaps at high rates)
-        topology = topology.on_one_host(run.lab_host_cores, tick_hold=host_tick_hold(model))
+        topology = topology.on_one_host(run.lab_host_cores, tick_hold=host_tick_hold(model),
+                                        woken_first=host_woken_first(model))
     mesh = load_mesh(str(write_model(model, work / "replayed.yaml")))
     if mesh.proxy is None:
         return None

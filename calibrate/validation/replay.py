@@ -29,7 +29,7 @@ from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import (baseline_mean_ms, baseline_service, fit_topology, host_tick_hold,
-                                              replay_topology_name)
+                                             host_woken_first, replay_topology_name)
 from meshsim.catalog import chain_length, load_topology
 from meshsim.errors import MeshsimError, ModelError
 from meshsim.fortio_warmup import checked_version
@@ -37,6 +37,7 @@ from meshsim.request import PredictOptions
 from meshsim.mesh import mesh_from_data
 from meshsim.tick_hold import TickHold
 from meshsim.topology import Topology, topology_from_data
+from meshsim.woken_first import WokenFirst
 
 SCOPE_OF_PATH = {"baseline": "none", "server-sidecar": "server", "both-sidecars": "both", "proxy-lb": "none",
                  "client-lb": "both"}
@@ -314,10 +315,10 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
     return _SPLITS[key]
 
 
-def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False,
-                tick_hold: TickHold | None = None) -> Topology:
+def on_one_host(topology: Topology, cores: float, per_core_queues: bool = False, tick_hold: TickHold | None = None,
+                woken_first: WokenFirst | None = None) -> Topology:
     """The lab: every process on one machine sharing its cores (:meth:`meshsim.topology.Topology.on_one_host`)."""
-    return topology.on_one_host(cores, per_core_queues, tick_hold)
+    return topology.on_one_host(cores, per_core_queues, tick_hold, woken_first)
 
 
 def replay(model: Mapping[str, Any], run: Run, runs: Sequence[Run], *,
@@ -361,9 +362,11 @@ def replay_options(model: Mapping[str, Any], run: Run, topo: Topology, derived: 
             notes.append(f"saturated lab run: other processes took {cores - left:.2f} of the host's {cores:g} cores "
                          f"during it (where.host_load): the lab's processes share the {left:.2f} they left")
             cores = left
-        hold = host_tick_hold(model)
-        topo = on_one_host(topo, cores, settings.per_core_queues, hold)
-        notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled)")
+        hold, woken = host_tick_hold(model), host_woken_first(model)
+        topo = on_one_host(topo, cores, settings.per_core_queues, hold, woken)
+        notes.append(f"lab run: every process shares the host's {cores:g} cores (node CPU contention modelled"
+                     + (f", a woken thread first: cluster.woken_first, window {woken.window * 1e3:g} ms)" if woken
+                        else ")"))
         if hold is not None and hold.share > 0:
             notes.append(f"the model's tick hold (cluster.tick_hold, fitted on its lab host): {hold.share:g} of the "
                          f"bursts that find the cores taken wait for the next {hold.tick * 1e3:g} ms tick")

@@ -17,6 +17,7 @@ from meshsim.topology import Topology
 from meshsim.sim.engine.components import NetworkDelays
 from meshsim.sim.engine.stations import NodeCores
 from meshsim.sim.engine.streams import Streams
+from meshsim.sim.engine.woken_first_cores import WokenFirstCores
 
 
 class HostCpu:
@@ -33,8 +34,7 @@ class HostCpu:
         if kernel is not None:
             self.kernel_per_hop = _draws(streams, "kernel:per-hop", kernel.per_hop)
             self.kernel_per_kb = _draws(streams, "kernel:per-kb", kernel.per_kb)
-        self.node_cpu = {node: NodeCores(cores, lambda: env.now, topo.per_core_queues, topo.tick_hold)
-                         for node, cores in topo.node_cores.items()}
+        self.node_cpu = {node: _node_cores(topo, cores, lambda: env.now) for node, cores in topo.node_cores.items()}
         self.time = 0.0  # recorded time in kernel and load-generator CPU (use and wait), summed
 
     def on_node(self, node: str, start: float, work: float) -> float:
@@ -69,6 +69,13 @@ class HostCpu:
         """Time a request spent in CPU that belongs to no station (kernel, load generator), while recording."""
         if self.net.recording:
             self.time += seconds
+
+
+def _node_cores(topo: Topology, cores: float, clock: Callable[[], float]) -> NodeCores:
+    """A declared node's cores, with the topology's scheduler (a woken thread first, a tick hold)."""
+    if topo.woken_first is not None:
+        return WokenFirstCores(cores, topo.woken_first, clock, topo.per_core_queues, topo.tick_hold)
+    return NodeCores(cores, clock, topo.per_core_queues, topo.tick_hold)
 
 
 def _draws(streams: Streams, name: str, dist: Distribution) -> Callable[[], float]:

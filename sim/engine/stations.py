@@ -85,6 +85,8 @@ class NodeCores:
     share to ``owed`` and the one that takes it past a whole waits.
     """
 
+    window = 0.0  # a woken thread first (sim/engine/woken_first_cores.py): its load's window; 0 here, where it is not
+
     def __init__(self, cores: float, clock: Callable[[], float] = lambda: 0.0, per_core_queues: bool = False,
                  tick_hold: TickHold | None = None) -> None:
         if not cores > 0:
@@ -115,12 +117,26 @@ class NodeCores:
         return list(zip(self.starts, self.ends))
 
     def run(self, start: float, work: float) -> float:
+        """When ``work`` CPU seconds ready at ``start`` finish."""
         if work <= 0.0:
             return start
+        return self.place(start, self.booked(work))
+
+    def booked(self, work: float) -> float:
+        """``work`` CPU seconds as core time (a fractional node's cores run slower), counted busy while recording."""
         if self.slowdown != 1.0:
             work *= self.slowdown
         if self.recording:
             self.busy += work
+        return work
+
+    def run_woken(self, start: float, work: float) -> float:
+        """The same for a burst of a thread that slept: first come, first served like any other here
+        (sim/engine/woken_first_cores.py runs it first)."""
+        return self.run(start, work)
+
+    def place(self, start: float, work: float) -> float:
+        """Book ``work`` seconds of a core (slowdown applied) from ``start`` on; its finish."""
         last = self.last
         core = 0
         for end in last:  # the usual case: a core is idle from `start` on (the first such core takes it)
@@ -204,7 +220,7 @@ class Station:
     wakeup: WakeUp | None = None
     wake_draw: Callable[[], float] | None = None  # uniform(0, 1) stream deciding cold wake-ups
     quota: CpuQuota | None = None
-    node: Cpu | None = None  # the cores of the node this station shares with its neighbours
+    node: NodeCores | None = None  # the cores of the node this station shares with its neighbours
     cpu_fraction: float = 1.0  # of an app's compute step, the share that holds a core (Service.cpu_fraction)
     free_at: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
@@ -279,7 +295,7 @@ class Station:
             finish = self._run(start, held)
             released = self._run(finish, post) if post > 0 else finish
         elif node is not None:
-            finish = node.run(start, held)
+            finish = node.run_woken(start, held) if free < now else node.run(start, held)
             released = node.run(finish, post) if post > 0 else finish
         else:
             finish = start + held

@@ -38,8 +38,10 @@ import numpy as np
 PRUNE_AT = 32  # as sim/engine/stations.py: booked intervals a core keeps before it forgets the old ones
 CORE_SLOTS = PRUNE_AT + 2
 # a core's row of F (region R_CORE): when its last booking ends, the floor below which its old intervals were
-# forgotten, then its booked intervals as (start, end) pairs, in order: one base address serves a whole booking
-CORE_LAST, CORE_FLOOR, CORE_START = range(3)
+# forgotten, when the woken bursts booked on it end (WokenFirstCores.woken_last), then its booked intervals as
+# (start, end) pairs, in order: one base address serves a whole booking
+CORE_LAST, CORE_FLOOR, CORE_WOKEN, CORE_START = range(4)
+RHO_CAP = 0.9  # as meshsim/woken_first.py: the stretch of a burst behind the woken ones stops at 10x
 CORE_WIDTH = CORE_START + 2 * CORE_SLOTS
 QUOTA_RING = 256  # CPU-quota periods remembered (25.6 s at 100 ms): bookings never reach that far ahead
 CFS_PERIOD = 0.1
@@ -125,9 +127,12 @@ HEADER = 2 * REGIONS
 STREAM_POS, STREAM_LIM = range(2)  # a stream's row: its next value's index in B, and where it asks for a refill
 # a node's row of R_SLOW: its cores' slowdown; core-seconds booked while recording; with per-core run queues the core
 # the next queued burst goes to (-1: one queue for all its cores); the scheduler's tick (0: no tick holds), the share of
-# bursts finding no core idle that wait for it, and the shares owed (NodeCores.tick_hold, .owed)
-SLOW_FACTOR, SLOW_BUSY, SLOW_TURN, SLOW_TICK, SLOW_TICK_SHARE, SLOW_OWED = range(6)
-SLOW_WIDTH = 6
+# bursts finding no core idle that wait for it, and the shares owed (NodeCores.tick_hold, .owed); a woken thread first:
+# the window of the woken bursts' recent load (0: they queue like the others), that load and when it was last decayed
+# (WokenFirstCores.window, .woken_load, .woken_at)
+SLOW_FACTOR, SLOW_BUSY, SLOW_TURN, SLOW_TICK, SLOW_TICK_SHARE, SLOW_OWED, SLOW_WINDOW, SLOW_WOKEN_LOAD, SLOW_WOKEN_AT = (
+    range(9))
+SLOW_WIDTH = 9
 
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
@@ -208,6 +213,15 @@ def recording(I):
     return I[at(I, R_FLAGS, 0, G_RECORDING)] == 1
 
 
+@jit
+def _booked(I, F, slow, work):
+    """NodeCores.booked: ``work`` as core time of the node (row ``slow`` of R_SLOW), counted busy while recording."""
+    work *= F[slow + SLOW_FACTOR]
+    if recording(I):
+        F[slow + SLOW_BUSY] += work
+    return work
+
+
 @jit_inline
 def node_run(I, F, node, start, work, now):
     """NodeCores.run: the earliest finish of ``work`` CPU seconds from ``start`` on the node's cores."""
@@ -216,9 +230,9 @@ def node_run(I, F, node, start, work, now):
     if work <= 0.0:
         return start
     slow = at(I, R_SLOW, node, 0)
-    work *= F[slow + SLOW_FACTOR]
-    if recording(I):
-        F[slow + SLOW_BUSY] += work
+    work = _booked(I, F, slow, work)
+    if F[slow + SLOW_WINDOW] > 0.0:  # behind the woken bursts: stretched by their recent load (WokenFirstCores.run)
+        work = work / (1.0 - _recent_load(I, F, node, start))
     width = I[at(I, R_FLAGS, 0, G_CORES)]  # core rows per node
     for core in range(I[at(I, R_NCORES, node, 0)]):
         row = node * width + core
@@ -235,6 +249,49 @@ def node_run(I, F, node, start, work, now):
             I[count] = k + 1
             return end
     return _fit(I, F, node, start, work, now)
+
+
+@jit
+def _recent_load(I, F, node, t):
+    """WokenFirstCores.recent_load: the woken class's load per core at ``t``."""
+    slow = at(I, R_SLOW, node, 0)
+    window = F[slow + SLOW_WINDOW]
+    if t > F[slow + SLOW_WOKEN_AT]:
+        F[slow + SLOW_WOKEN_LOAD] *= math.exp(-(t - F[slow + SLOW_WOKEN_AT]) / window)
+        F[slow + SLOW_WOKEN_AT] = t
+    return min(F[slow + SLOW_WOKEN_LOAD] / (window * I[at(I, R_NCORES, node, 0)]), RHO_CAP)
+
+
+@jit
+def _woken_run(I, F, node, start, work):
+    """WokenFirstCores.run_woken: a woken burst waits only for the woken bursts booked before it."""
+    if work <= 0.0:
+        return start
+    slow = at(I, R_SLOW, node, 0)
+    work = _booked(I, F, slow, work)
+    width = I[at(I, R_FLAGS, 0, G_CORES)]
+    tick = F[slow + SLOW_TICK]
+    if tick > 0.0:  # every core taken: the running thread may keep it till the tick (WokenFirstCores.run_woken)
+        taken = True
+        for core in range(I[at(I, R_NCORES, node, 0)]):
+            c = at(I, R_CORE, node * width + core, 0)
+            if F[c + CORE_LAST] <= start and F[c + CORE_WOKEN] <= start:
+                taken = False
+        if taken:
+            F[slow + SLOW_OWED] += F[slow + SLOW_TICK_SHARE]
+            if F[slow + SLOW_OWED] >= 1.0:
+                F[slow + SLOW_OWED] -= 1.0
+                start = (math.floor(start / tick) + 1.0) * tick
+    _recent_load(I, F, node, start)
+    F[slow + SLOW_WOKEN_LOAD] += work
+    best = at(I, R_CORE, node * width, 0) + CORE_WOKEN
+    for core in range(1, I[at(I, R_NCORES, node, 0)]):
+        c = at(I, R_CORE, node * width + core, 0) + CORE_WOKEN
+        if F[c] < F[best]:
+            best = c
+    end = (start if F[best] <= start else F[best]) + work
+    F[best] = end
+    return end
 
 
 @jit
@@ -406,7 +463,12 @@ def book(I, F, B, st, now, work, server, post, timed, clock):
     start = (now if free <= now else free) + wake_delay
     F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
-    if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
+    node = I[at(I, R_STI, st, ST_NODE)]
+    if free < now and not I[at(I, R_STI, st, ST_QUOTA)] and 0 <= node < I[at(I, R_FLAGS, 0, G_NODES)] \
+            and F[at(I, R_SLOW, node, SLOW_WINDOW)] > 0.0:  # its thread slept: it runs first (WokenFirstCores)
+        finish = _woken_run(I, F, node, start, held)
+        released = _cpu_run(I, F, st, finish, post, clock) if post > 0 else finish
+    elif I[at(I, R_STI, st, ST_QUOTA)] or node >= 0:
         finish = _cpu_run(I, F, st, start, held, clock)
         released = _cpu_run(I, F, st, finish, post, clock) if post > 0 else finish
     else:

@@ -360,9 +360,10 @@ def node_arrays(lowering: Lowering) -> tuple:
     slowdown[:, [K.SLOW_FACTOR, K.SLOW_TURN]] = [(c.slowdown, c.turn) for c in cores] or [(1.0, -1.0)]
     holds = [(h.tick, h.share) if (h := c.tick_hold) is not None else (0.0, 0.0) for c in cores]
     slowdown[:, [K.SLOW_TICK, K.SLOW_TICK_SHARE]] = holds or [(0.0, 0.0)]
+    slowdown[:, K.SLOW_WINDOW] = [c.window for c in cores] or [0.0]
     rows = n * width  # one row per (node, core): its last end, its floor, its intervals (kernels' CORE_*)
     core_rows = np.zeros((rows, K.CORE_WIDTH))
-    core_rows[:, K.CORE_LAST] = -np.inf
+    core_rows[:, [K.CORE_LAST, K.CORE_WOKEN]] = -np.inf
     return ncores, slowdown, core_rows, np.zeros(rows, dtype=np.int64), width
 
 
