@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
 from meshsim.tick_hold import TickHold
 from meshsim.wakeup import WakeUp
@@ -20,12 +20,6 @@ from meshsim.wakeup import WakeUp
 CFS_PERIOD = 0.1  # Linux CFS bandwidth period (cpu.cfs_period_us default 100 ms)
 NODE_PERIOD = 1e-3  # a node's cores shared at scheduler granularity (~1 ms timeslices)
 PRUNE_AT = 32  # booked intervals a core keeps before it forgets those that ended before the clock
-
-
-class Cpu(Protocol):
-    """Something that runs ``work`` CPU seconds from ``start`` and says when it finishes."""
-
-    def run(self, start: float, work: float) -> float: ...
 
 
 class CpuQuota:
