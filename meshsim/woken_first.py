@@ -10,9 +10,10 @@ The simulated host books every burst's finish when it arrives (sim/engine/statio
 arrival cannot revise a finish already announced. The preemption is therefore booked in expectation: a burst of a
 thread that slept (a pass that found its worker idle, an app's compute that woke it) waits only for the woken bursts
 before it (M/G/c of the woken class's own load, as under preemptive priority); every other burst (a pass queued
-behind its worker's previous one, work after a response) queues first come, first served as before, its work
-stretched by ``1 / (1 - rho)``, rho the woken bursts' recent load per core: the completion time of preemptive-resume
-priority, M/G/1. The stretch is the room the woken bursts take, so the cores' capacity holds in expectation.
+behind its worker's previous one, work after a response, the kernel's and the load generator's CPU) queues first
+come, first served as before, its work stretched by ``1 / (1 - rho)``, rho the woken bursts' recent load per core:
+the completion time of preemptive-resume priority, M/G/1. The stretch is the room the woken bursts take, so the
+cores' capacity holds in expectation.
 
 ``window``: the woken class's recent load is its work over the last ``window`` seconds, weighted exponentially
 (a forecast of the woken work that will arrive while a burst of the other class runs). The lab's fit uses 2 ms, about

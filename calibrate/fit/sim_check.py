@@ -46,9 +46,9 @@ BASELINE_SERVERS = 256
 # A lab host's scheduler runs a woken thread first (meshsim/woken_first.py); the window of the woken bursts' load
 # chosen on the lab's held-out collections (1 and 2 ms alike, 10 ms lost a third of the saturated pair's rate)
 LAB_WOKEN_WINDOW_MS = 2.0
-LAB_WOKEN_SOURCE = ("Linux's wakeup preemption, traced on the lab host (measurements/lab-envoy-sleeps-2026-11-29); the "
-                    "window of the woken bursts' recent load compared at 1, 2 and 10 ms on two held-out lab collections "
-                    "(measurements/lab-wakeup-priority-2026-11-29)")
+LAB_WOKEN_SOURCE = ("Linux's wakeup preemption, traced on the lab host (measurements/lab-envoy-sleeps-2026-11-29); "
+                    "the window of the woken bursts' recent load compared at 1, 2 and 10 ms on two held-out lab "
+                    "collections (measurements/lab-wakeup-priority-2026-11-29)")
 
 
 def baseline_mean_ms(model: Mapping[str, Any]) -> float:
@@ -161,7 +161,8 @@ def with_lab_scheduler(model: dict[str, Any], runs: Sequence[Run]) -> dict[str, 
     """``model`` with ``cluster.woken_first`` when its runs were made on a lab host (Linux: a woken thread displaces
     the running one), so every replay of the fit, and the predictions, book the host's bursts so."""
     if any(r.lab_host_cores is not None for r in runs):
-        model.setdefault("cluster", {})["woken_first"] = {"window_ms": LAB_WOKEN_WINDOW_MS, "source": LAB_WOKEN_SOURCE}
+        woken = WokenFirst(LAB_WOKEN_WINDOW_MS * 1e-3, LAB_WOKEN_SOURCE)
+        model.setdefault("cluster", {})["woken_first"] = woken.to_yaml()
     return model
 
 

@@ -4,11 +4,12 @@ expectation on a host that announces every finish at arrival.
 A woken burst (``run_woken``) waits only for the woken bursts booked before it: first come, first served among them
 on the node's cores, as the high class of a preemptive priority queue does. With a tick hold, a woken burst that finds
 every core taken (by a burst of either class) counts toward the hold like any such burst, and the one that takes the
-count past a whole waits for the next tick first: the running thread kept its core (meshsim/tick_hold.py). Every other burst (``run``) is booked on
-the cores first come, first served as in NodeCores, with its work stretched by ``1 / (1 - rho)``, rho the woken
-class's recent load per core (its work over the window, weighted exponentially, capped at RHO_CAP): the M/G/1
-preemptive-resume completion time of the low class. The woken bursts are not booked on the intervals the others
-queue on; the stretch is the room they take there. The node's busy time counts each burst's own work once.
+count past a whole waits for the next tick first: the running thread kept its core (meshsim/tick_hold.py). Every
+other burst (``run``) is booked on the cores first come, first served as in NodeCores, with its work stretched by
+``1 / (1 - rho)``, rho the woken class's recent load per core (its work over the window, weighted exponentially,
+capped at RHO_CAP): the M/G/1 preemptive-resume completion time of the low class. The woken bursts are not booked on
+the intervals the others queue on; the stretch is the room they take there. The node's busy time counts each burst's
+own work once.
 
 The compiled engine lowers the same arithmetic (fast_kernels' node_run and _woken_run, in the same order).
 """
