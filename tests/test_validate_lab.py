@@ -120,7 +120,8 @@ def limits(v, drift) -> dict[str, float]:
     moved = drift.median_abs("p50")
     return {"median p50": MEDIAN_P50_FLOOR + NOISE_FACTOR * rep["p50"].median_abs + moved,
             "worst p50": WORST_P50_FLOOR + NOISE_FACTOR * rep["p50"].worst_abs + moved,
-            "saturated rps": SATURATED_RPS_FLOOR + NOISE_FACTOR * rep["rps"].worst_abs}
+            # a CPU-limited proxy's quota buys fewer requests on a slower host (docs/accuracy.md, throttled workers)
+            "saturated rps": SATURATED_RPS_FLOOR + NOISE_FACTOR * rep["rps"].worst_abs + moved}
 
 
 def test_held_out_errors_bounded_by_the_repeatability_of_the_same_run(lab_validation) -> None:
