@@ -161,15 +161,15 @@ def test_the_other_class_completes_as_mg1_with_its_work_stretched_by_the_woken_l
     """Over a long window the woken load is steady (rho_w), and an other burst is an M/G/1 job of work S / (1 -
     rho_w), the preemptive-resume completion time: T = E[S] / (1 - rho_w) + lam E[S^2] / (2 (1 - rho_w)(1 - rho)).
     Exact preemptive-resume priority adds the woken work in service at its arrival, lam_w E[S_w^2] / (2 (1 -
-    rho_w)(1 - rho)), which a host that books finishes at arrival cannot know: at these loads the approximation is
-    30 % below it, and the test says so. The cores' busy share is the offered work either way."""
+    rho_w)(1 - rho)), which a host that books finishes at arrival cannot know: at these loads the formulas put the
+    approximation 30 % below it, and the test checks it lies below. The cores' busy share is the offered work either way."""
     mu, lam_w, lam_o = 10000.0, 3000.0, 4000.0
     rho_w, rho = lam_w / mu, (lam_w + lam_o) / mu
     runs = [_two_classes(1, 100 * MS, (lam_w, mu), (lam_o, mu), i) for i in range(REPS)]
     stretched = 1 / mu / (1 - rho_w) + lam_o * 2 / mu**2 / (2 * (1 - rho_w) * (1 - rho))
     _inside([r[1] for r in runs], stretched)
     exact = stretched + lam_w * 2 / mu**2 / (2 * (1 - rho_w) * (1 - rho))
-    assert float(np.mean([r[1] for r in runs])) == pytest.approx(0.7 * exact, rel=0.05)
+    assert t_interval([r[1] for r in runs], confidence=0.99).hi < exact  # the gap shows: below exact, by its term
     _inside([r[0] for r in runs], 1 / (mu - lam_w))  # and the woken class an M/M/1 of its own
     _inside([r[2] for r in runs], rho)
 
