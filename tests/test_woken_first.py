@@ -162,7 +162,8 @@ def test_the_other_class_completes_as_mg1_with_its_work_stretched_by_the_woken_l
     rho_w), the preemptive-resume completion time: T = E[S] / (1 - rho_w) + lam E[S^2] / (2 (1 - rho_w)(1 - rho)).
     Exact preemptive-resume priority adds the woken work in service at its arrival, lam_w E[S_w^2] / (2 (1 -
     rho_w)(1 - rho)), which a host that books finishes at arrival cannot know: at these loads the formulas put the
-    approximation 30 % below it, and the test checks it lies below. The cores' busy share is the offered work either way."""
+    approximation 30 % below it, and the test checks it lies below. The cores' busy share is the offered work
+    either way."""
     mu, lam_w, lam_o = 10000.0, 3000.0, 4000.0
     rho_w, rho = lam_w / mu, (lam_w + lam_o) / mu
     runs = [_two_classes(1, 100 * MS, (lam_w, mu), (lam_o, mu), i) for i in range(REPS)]
