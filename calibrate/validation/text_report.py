@@ -7,6 +7,7 @@ from typing import Any
 
 from meshsim.calibrate.validation.compare_metric import Metric
 from meshsim.calibrate.validation.compare import Validation
+from meshsim.calibrate.validation.setup_repeats import repeats_lines, setup_repeats
 from meshsim.calibrate.validation.validate_options import LATENCY_KEYS, SUMMARY_KEYS
 
 LABELS = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9", "max": "max", "rps": "rps"}
@@ -102,7 +103,8 @@ def summary_line(v: Validation) -> str:
         n = max(r.n for r in repeat.values())
         line += (f"\nmeasurement repeatability ({n} pairs of runs of the same setup), |difference| median/worst: "
                  + ", ".join(f"{LABELS[k]} {r.median_abs:.1%}/{r.worst_abs:.1%}" for k, r in repeat.items()))
-    return line
+    per_setup = repeats_lines(setup_repeats([c.scored() for c in chosen]))
+    return "\n".join([line, *per_setup])
 
 
 def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
@@ -118,4 +120,5 @@ def to_json(v: Validation, cdf: bool = False) -> dict[str, Any]:
         "repeatability": {k: {"pairs": r.n, "median_abs_difference": round(r.median_abs, 4),
                               "worst_abs_difference": round(r.worst_abs, 4), "worst_setup": r.worst_run}
                           for k, r in v.repeatability().items()},
+        "setup_repeats": [r.to_dict() for r in setup_repeats([c.scored() for c in v.summarised()])],
     }
