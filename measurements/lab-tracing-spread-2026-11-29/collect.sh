@@ -1,5 +1,5 @@
 #!/bin/bash
-# How the runs here were made (2026-11-29 08:11-08:41 by `date`, one 2-vCPU VM, every lab process on 127.0.0.1),
+# How the runs here were made (2026-11-29 08:11-08:20 by `date`, one 2-vCPU VM, every lab process on 127.0.0.1),
 # from this folder, in this order. Each run folder's manifest.yaml records its commands and processes.
 set -e
 for m in tracing sidecar; do   # chain-by-rate/: chain3 at 400, 800 and as fast as it goes; the pair at 800 and 1600
