@@ -138,6 +138,8 @@ def test_table_command_prints_the_readme_table_of_the_shipped_studies(tmp_path) 
     p = _meshsim("study", "table", str(SHIPPED))
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("\n| `") == len(study_names())
+    # docs/studies.md quotes the table as the command prints it from the shipped study.json files
+    assert p.stdout.strip() in (SHIPPED.parent / "studies.md").read_text()
     p = _meshsim("study", "table", str(tmp_path / "none"))
     assert p.returncode == 2 and "DIR:" in p.stderr and "Traceback" not in p.stderr
     (tmp_path / "network-paths").mkdir()
