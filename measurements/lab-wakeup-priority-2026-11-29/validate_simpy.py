@@ -1,6 +1,6 @@
 """`meshsim validate` on the SimPy engine (the experiments patch only it), with an experiment's patch when asked.
 
-Usage: python validate_simpy.py [--wakeup-priority] VALIDATE_ARGS ..."""
+Usage: python validate_simpy.py [--wakeup-priority | --random-stretch] VALIDATE_ARGS ..."""
 
 import sys
 from pathlib import Path
@@ -14,5 +14,8 @@ from meshsim.sim.experiments import predict
 if "--wakeup-priority" in sys.argv:
     sys.argv.remove("--wakeup-priority")
     import wakeup_priority  # noqa: F401 (patches Station._book and NodeCores.run)
+if "--random-stretch" in sys.argv:
+    sys.argv.remove("--random-stretch")
+    import random_stretch  # noqa: F401 (patches the shipped WokenFirstCores: a drawn stretch)
 predict.choose_engine = lambda requested, scenario, workload, series=False: EngineChoice("simpy")
 sys.exit(main(["validate", *sys.argv[1:]]))
