@@ -33,12 +33,12 @@ def test_error_from_the_repeats_mean_beside_their_range() -> None:
     repeats = setup_repeats(runs)
     assert [r.runs for r in repeats] == [("a", "b"), ("c", "d"), ("e", "f", "g")]
     near, far, three = (r.values["p50"] for r in repeats)
-    assert near.error == pytest.approx(2 / 11) and near.spread == pytest.approx(2 / 11) and not near.far
-    assert far.error == pytest.approx(5 / 11) and far.error > FAR * far.spread and far.far
+    assert near.error == pytest.approx(2 / 11) and near.spread == pytest.approx(2 / 11) and not near.beyond
+    assert far.error == pytest.approx(5 / 11) and far.error > FAR * far.spread and far.beyond
     # three repeats: the range over the mean, the predictions' mean against the measured mean
-    assert three.spread == pytest.approx(2 / 5) and three.error == pytest.approx((6 - 5) / 5) and not three.far
+    assert three.spread == pytest.approx(2 / 5) and three.error == pytest.approx((6 - 5) / 5) and not three.beyond
     # a paced rate equal to its load everywhere: no error, and none named however small the spread
-    assert all(r.values["rps"].error == 0.0 and not r.values["rps"].far for r in repeats)
+    assert all(r.values["rps"].error == 0.0 and not r.values["rps"].beyond for r in repeats)
     text = repeats_lines(repeats)
     assert "900 rps, c16, 2 runs: p50 +45% (18%), rps +0% (0%): p50 beyond twice" in text[2]
     assert text[-1] == "  1 of 6 beyond twice the repeats' difference"

@@ -5,7 +5,8 @@ skeptic asks the same setup by setup: where a setup (its path, features, payload
 more than once, is the prediction further from the repeats' mean than the repeats are from each other? The spread
 is the repeats' range over their mean (for two runs: the summary's |a - b| / mean); a key whose error exceeds
 ``FAR`` times it, and ``FLOOR``, is named (a paced run's rate is its load's: repeats that agree to 0.1 % do not make
-a 0.3 % error news). A setup measured once has no line: one run is no measure of the noise.
+a 0.3 % error news). A setup measured once has no line: one run is no measure of the noise. The runs are those the
+summary speaks of (held out, and fit runs with ``--include-fit-runs``).
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class RepeatedValue:
         return (self.predicted - self.mean) / self.mean
 
     @property
-    def far(self) -> bool:
+    def beyond(self) -> bool:
+        """Whether the error exceeds ``FAR`` times the spread (and ``FLOOR``)."""
         return abs(self.error) > max(FAR * self.spread, FLOOR)
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": [round(v, 5) for v in self.measured], "predicted": round(self.predicted, 5),
-                "error": round(self.error, 4), "spread": round(self.spread, 4), "beyond_twice_the_spread": self.far}
+                "error": round(self.error, 4), "spread": round(self.spread, 4), "beyond_twice_the_spread": self.beyond}
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,10 @@ def repeats_lines(repeats: Sequence[SetupRepeat]) -> list[str]:
              "far the repeats differ)"]
     for r in repeats:
         parts = ", ".join(f"{key} {v.error * 100:+.0f}% ({v.spread:.0%})" for key, v in r.values.items())
-        far = [key for key, v in r.values.items() if v.far]
-        tail = f": {', '.join(far)} beyond twice the repeats' difference" if far else ""
+        beyond = [key for key, v in r.values.items() if v.beyond]
+        tail = f": {', '.join(beyond)} beyond twice the repeats' difference" if beyond else ""
         lines.append(f"  {r.label}, {len(r.runs)} runs: {parts}{tail}")
-    beyond = sum(v.far for r in repeats for v in r.values.values())
+    named = sum(v.beyond for r in repeats for v in r.values.values())
     total = sum(len(r.values) for r in repeats)
-    lines.append(f"  {beyond} of {total} beyond twice the repeats' difference")
+    lines.append(f"  {named} of {total} beyond twice the repeats' difference")
     return lines
