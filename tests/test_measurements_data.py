@@ -36,6 +36,16 @@ def test_istio_runs_load_with_modes_features_and_provenance() -> None:
     assert by_mode[("both-sidecars", frozenset({"telemetry"}))].status == "saturated"
 
 
+def test_every_measurement_folder_has_its_section_in_the_index() -> None:
+    """measurements/README.md describes each folder under measurements/ in a section of its own (what it holds,
+    where it came from): a folder added without one has no provenance a reader can find from the index."""
+    root = measurements_dir()
+    index = (root / "README.md").read_text()
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    assert len(folders) > 20
+    assert [name for name in folders if f"\n## `{name}/`" not in index] == []
+
+
 def test_every_published_table_loads_with_provenance() -> None:
     tables, errors = load_all()
     assert errors == []
