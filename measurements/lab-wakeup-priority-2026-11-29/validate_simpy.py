@@ -1,6 +1,6 @@
 """`meshsim validate` on the SimPy engine (the experiments patch only it), with an experiment's patch when asked.
 
-Usage: python validate_simpy.py [--wakeup-priority | --random-stretch] VALIDATE_ARGS ..."""
+Usage: python validate_simpy.py [--wakeup-priority | --random-stretch | --fair-hold] VALIDATE_ARGS ..."""
 
 import sys
 from pathlib import Path
@@ -17,5 +17,8 @@ if "--wakeup-priority" in sys.argv:
 if "--random-stretch" in sys.argv:
     sys.argv.remove("--random-stretch")
     import random_stretch  # noqa: F401 (patches the shipped WokenFirstCores: a drawn stretch)
+if "--fair-hold" in sys.argv:
+    sys.argv.remove("--fair-hold")
+    import fair_hold  # noqa: F401 (patches the tick hold: weighted by the thread's recent CPU rate)
 predict.choose_engine = lambda requested, scenario, workload, series=False: EngineChoice("simpy")
 sys.exit(main(["validate", *sys.argv[1:]]))
