@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from meshsim.distributions import Deterministic, Distribution
 from meshsim.distribution_spec import distribution_at
 from meshsim.errors import FieldError, ModelError
+from meshsim.garbage_collection import GarbageCollection, parse_garbage_collection
 from meshsim.handler_steps import (  # noqa: F401 (the step types are re-exported: part of a topology)
     Call, Choose, Compute, Delay, Parallel, Step, parse_step)
 from meshsim.limits import MAX_BANDWIDTH_GBPS, MAX_CORES, MAX_MESSAGE_BYTES, MAX_REPLICAS, MAX_SERVICES, MAX_WORKERS
@@ -40,6 +41,7 @@ class Service:
     # the share of each compute step's time that holds a core; the rest waits holding none (a measured baseline's
     # client, kernel and network time beside the app's CPU)
     cpu_fraction: float = 1.0
+    garbage_collection: GarbageCollection | None = None  # its CPU in lumps every so many requests
 
     def node_of_replica(self, r: int) -> str | None:
         """Replica ``r``'s declared node (None: the service declares none)."""
@@ -187,7 +189,8 @@ class Topology:
 def _service(name: str, raw: Any, where: str) -> Service:
     s = Section(raw, where)
     s.reject_unknown(("replicas", "cores", "request_bytes", "response_bytes", "node", "nodes", "handler", "wakeup",
-                      "cpu_fraction", "cpu_fraction_source", "source", "note", "language"))
+                      "cpu_fraction", "cpu_fraction_source", "source", "note", "language",
+                      "garbage_collection"))
     handler_raw = s.require("handler")
     if not isinstance(handler_raw, list) or not handler_raw:
         raise ModelError(f"{s.key('handler')}: expected a non-empty list of steps")
@@ -203,6 +206,7 @@ def _service(name: str, raw: Any, where: str) -> Service:
         wakeup=parse_wakeup(s.section("wakeup", required=False)),
         nodes=_spread_nodes(s),
         cpu_fraction=s.number("cpu_fraction", 1.0, strictly_positive=True, maximum=1.0),
+        garbage_collection=parse_garbage_collection(s.section("garbage_collection", required=False)),
     )
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from meshsim.calibrate.measure.dataset import load_runs
-from meshsim.calibrate.validation.replay import forwarding_cpu_ms, graph_topology
+from meshsim.calibrate.validation.forwarding_cpu import forwarding_cpu_ms
+from meshsim.calibrate.validation.replay import graph_topology
 from meshsim.calibrate.measure.lab.spec import parse_topology
 from meshsim.distributions import Deterministic
 from meshsim.errors import ModelError

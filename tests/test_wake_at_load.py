@@ -17,7 +17,8 @@ from meshsim.calibrate.lab_plan import LADDER_CONNECTIONS, LADDER_RATES, LADDER_
 from meshsim.calibrate.measure.dataset import load_runs
 from meshsim.calibrate.measure.lab.spec import parse_topology
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, wakes_per_request
-from meshsim.calibrate.validation.replay import ReplaySettings, replay_options, forwarding_cpu_ms, topology_for
+from meshsim.calibrate.validation.forwarding_cpu import forwarding_cpu_ms
+from meshsim.calibrate.validation.replay import ReplaySettings, replay_options, topology_for
 from meshsim.distributions import Deterministic
 from meshsim.mesh import Collector, Feature, MeshModel, ProxyModel
 from meshsim.scenario import Scenario

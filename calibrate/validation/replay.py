@@ -16,6 +16,7 @@ graph is replayed the same way (forwarding apps productpage and reviews, leaves 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
@@ -25,6 +26,7 @@ from typing import Any, Mapping, Sequence
 from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.fit.baseline_cpu import ReadAt, replay_rate
+from meshsim.calibrate.validation.forwarding_cpu import forwarding_collection, forwarding_cpu_ms
 from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
@@ -98,7 +100,8 @@ def baseline_topology(model: Mapping[str, Any], replicas: int = 1, at: ReadAt | 
 
 def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop_mean_ms: float,
                    hop_source: str, app_cpu_ms: float | None = None, wake: WakeSplit | None = None,
-                   hop_cv: float = HOP_CV, leaf_at: ReadAt | None = None) -> Topology:
+                   hop_cv: float = HOP_CV, leaf_at: ReadAt | None = None,
+                   collection: Mapping[str, Any] | None = None) -> Topology:
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
 
@@ -106,7 +109,8 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
     rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU. ``wake``: that CPU split into
     work per request (the compute steps) and CPU per wake (the app's ``wakeup.resume_cpu``, paid when a job finds its
     worker idle: per request at a low rate, per batch near saturation). ``hop_cv``: each step's spread.
-    ``leaf_at``: (rate, connections, payload) to read the leaves' CPU at (:func:`baseline_service`)."""
+    ``leaf_at``: (rate, connections, payload) to read the leaves' CPU at (:func:`baseline_service`).
+    ``collection``: the forwarding apps' garbage collections (``app_cpu_ms`` and ``wake`` are then their CPU beyond)."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
     wake = _on_hop(hop_mean_ms, app_cpu_ms, wake)
     handler = hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake, hop_cv)
@@ -118,7 +122,8 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
             services[service.name] = {"replicas": 1, "cores": 2, "request_bytes": 100, "response_bytes": 0,
                                       "handler": [*handler[0], *({"call": c} for c in service.calls),
                                                   *handler[1]],
-                                      "source": hop_source, **({"wakeup": wake.wakeup_block()} if wake else {})}
+                                      "source": hop_source, **({"wakeup": wake.wakeup_block()} if wake else {}),
+                                      **({"garbage_collection": dict(collection)} if collection else {})}
     full = f"{model.get('name')}-{name}"
     return topology_from_data(_skeleton(full, graph[0].name, services, hop_source),
                               f"<{full}: derived from baseline runs>")
@@ -152,13 +157,6 @@ def _on_hop(hop_mean_ms: float, app_cpu_ms: float | None, wake: WakeSplit | None
         return wake
     return wake.scaled(hop_mean_ms / app_cpu_ms, f"the apps' {app_cpu_ms:.4f} ms CPU per request exceeds the "
                                                  f"{hop_mean_ms:.4f} ms hop")
-
-
-def forwarding_cpu_ms(run: Run, graph: Sequence[Any]) -> float | None:
-    """The forwarding apps' mean CPU per request in a baseline run (ms); None without their readings."""
-    costs = [run.cpu_per_request(f"{svc.name}/app") for svc in graph if svc.calls]
-    known = [c for c in costs if c is not None]
-    return sum(known) / len(known) * 1e3 if known and len(known) == len(costs) else None
 
 
 def _lab_graph(name: str) -> Sequence[Any] | None:
@@ -259,16 +257,21 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
              f"{base.id}: " + ("the rest of the hop holds no core" if cpu < hop else "more than the hop lasts: the "
                                "whole hop is their CPU")]
     loaded = [b for b in bases if b.manifest.load.connections > fewest and forwarding_cpu_ms(b, graph) is not None]
-    if not loaded:
+    nearest = _nearest_in_time(loaded, run) if loaded else None
+    collection = forwarding_collection(nearest or base, graph)  # their CPU readings above are beyond it
+    notes.append(f"forwarding apps' garbage collections: {collection['source']}" if collection else
+                 "no garbage collections recorded in the chain's baseline runs: the apps' CPU is all per request")
+    build = functools.partial(graph_topology, model, name, graph, hop, source, collection=collection)
+    if nearest is None:
         notes.append(f"no loaded baseline {name} run (more connections than {fewest}): the apps' CPU per request is "
                      "one constant at every rate")
-        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
-    wake = _wake_split(model, name, graph, hop, source, base, _nearest_in_time(loaded, run), settings, cv)
+        return build(cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
+    wake = _wake_split(model, name, graph, hop, source, base, nearest, settings, cv, collection)
     if isinstance(wake, str):
         notes.append(wake)
-        return graph_topology(model, name, graph, hop, source, cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
+        return build(cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
     notes.append(wake.source + ("" if cpu <= hop else f" (x {hop / cpu:.3f}: within the hop)"))
-    return graph_topology(model, name, graph, hop, source, cpu, wake, cv, at), wake.source_runs, notes
+    return build(cpu, wake, cv, at), wake.source_runs, notes
 
 
 _SPLITS: dict[tuple[str, ...], WakeSplit | str] = {}  # one split per model and pair of baseline runs
@@ -294,7 +297,8 @@ def _hop_spread(model: Mapping[str, Any], base: Run, leaves: int, forwarders: in
 
 
 def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: float, source: str, low: Run,
-                loaded: Run, settings: ReplaySettings, hop_cv: float) -> WakeSplit | str:
+                loaded: Run, settings: ReplaySettings, hop_cv: float,
+                collection: Mapping[str, Any] | None = None) -> WakeSplit | str:
     """The forwarding apps' CPU split into work and CPU per wake from ``low`` and ``loaded`` (cached: every held-out
     run of one validation derives its chain from the same pair)."""
     cpu_low, cpu_loaded = forwarding_cpu_ms(low, graph), forwarding_cpu_ms(loaded, graph)
@@ -303,7 +307,7 @@ def _wake_split(model: Mapping[str, Any], name: str, graph: Sequence[Any], hop: 
 
     def replayer(run: Run, work_ms: float, resume_ms: float) -> PredictOptions:
         wake = WakeSplit(work_ms, resume_ms, "a candidate split", (low.id, loaded.id))
-        topology = graph_topology(model, name, graph, hop, source, cpu_low, wake, hop_cv)
+        topology = graph_topology(model, name, graph, hop, source, cpu_low, wake, hop_cv, collection=collection)
         mesh = mesh_from_data(model, "<model>")
         return replay_options(model, run, topology, True, [], settings).with_changes(mesh=mesh)
 

@@ -19,6 +19,7 @@ from meshsim.distribution_spec import total
 from meshsim.hold_ceiling import hold_ceiling, mixed_fraction
 from meshsim.mesh import Feature, ProxyModel, pass_side
 from meshsim.topology import Compute, Delay, Network, Service
+from meshsim.sim.engine.collection_clock import CollectionClock
 from meshsim.sim.engine.proxy_views import new_histogram, record
 from meshsim.sim.engine.stations import CpuQuota, Station
 from meshsim.sim.engine.streams import Sampler, Streams
@@ -327,6 +328,8 @@ class AppReplica:
 def build_app(service: Service, replica: int, node: str, streams: Streams) -> AppReplica:
     instance = f"{service.name}/app#{replica}"
     station = make_station(instance, service.cores, False, streams, service=service)
+    if service.garbage_collection is not None:
+        station.collection = CollectionClock(service.garbage_collection, streams.uniforms(f"{instance}:collection"))
     computes = {i: streams.sampler(f"{instance}:compute{i}", step.time)
                 for i, step in enumerate(service.handler) if isinstance(step, Compute)}
     delays = {i: streams.sampler(f"{instance}:delay{i}", step.time)

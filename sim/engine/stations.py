@@ -14,6 +14,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
+from meshsim.sim.engine.collection_clock import CollectionClock
 from meshsim.tick_hold import TickHold
 from meshsim.wakeup import WakeUp
 
@@ -229,6 +230,7 @@ class Station:
     cpu_waited: float = 0.0
     idle_gaps: list[float] | None = None  # when a list: each recorded job's idle gap of its worker (0 = busy)
     last_start: float = 0.0  # when the last job booked began its own work (after its wait and its wake-up)
+    collection: CollectionClock | None = None  # an app's garbage collections (none: its CPU is all per request)
 
     def __post_init__(self) -> None:
         if self.wakeup is not None and self.wake_draw is None:
@@ -308,6 +310,14 @@ class Station:
     def _run(self, start: float, work: float) -> float:
         """Finish of ``work`` from ``start`` under the process's quota and the node's cores (the later of the two)."""
         return max(q.run(start, work) for q in (self.quota, self.node) if q is not None)
+
+    def start_request(self, now: float) -> None:
+        """A request reaches the app's first compute step: a garbage collection it sets off runs now, on one of
+        the app's threads and the node's cores, before the step's own work is booked."""
+        if self.collection is not None:
+            due = self.collection.request()
+            if due > 0.0:
+                self.add_background(now, due)
 
     def add_background(self, now: float, work: float, server: int | None = None) -> None:
         """Work not on any request's path (span export to a collector): busy time, no part of a latency."""

@@ -359,11 +359,14 @@ class System:
         env = self.env
         me = self.callers[replica.instance]
         computes = replica.computes
+        first = min(computes, default=-1)
         for i, step in enumerate(replica.service.handler):
             if i in computes:  # a Compute step
                 if pending > 0:
                     yield env.timeout(pending)
                 now, station = env.now, replica.station
+                if i == first:
+                    station.start_request(now)
                 time = computes[i].draw()  # its CPU first, then the rest as a wait that holds no core
                 pending = station.serve(now, time * station.cpu_fraction) - now + time * (1.0 - station.cpu_fraction)
             elif i in replica.delays:  # a Delay step: it holds no core

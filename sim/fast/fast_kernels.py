@@ -138,8 +138,10 @@ SLOW_WIDTH = 9
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
 # (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share;
 # ST_FRACTION: Station.cpu_fraction, the share of a compute step that holds a core)
+# ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT: an app's garbage collections, CollectionClock's every, cpu and count; every 0:
+# none)
 (ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER,
- ST_GRADED, ST_COLD, ST_FRACTION) = range(14)
+ ST_GRADED, ST_COLD, ST_FRACTION, ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT) = range(17)
 # proxy columns
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
@@ -785,7 +787,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 6, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 14,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 17,
     R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: SLOW_WIDTH, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row
@@ -880,6 +882,8 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
             if I[o + k] >= 0:
                 F[at(I, R_PXF, I[o + k], PX_OPEN)] -= 1.0
     elif code == OP_COMPUTE or code == OP_EDGE_SERVE:  # System.handle: the step's CPU, then the rest holding no core
+        if I[o + 3] == 1:  # a request's first compute step at the app (Station.start_request)
+            _start_request(I, F, B, I[o + 1], I[o + 4], now)
         drawn, fraction = draw(I, B, I[o + 2]), F[at(I, R_STF, I[o + 1], ST_FRACTION)]
         pending = book(I, F, B, I[o + 1], now, drawn * fraction, -1, 0.0, True, now) - now + drawn * (1.0 - fraction)
     elif code == OP_TLS:  # System.call: the proxy pair's first call makes its mTLS session
@@ -896,6 +900,22 @@ def _path_op(I, F, B, TI, TF, tok, code, o, now):
         for _ in range(I[o + 3]):
             pending += round_trip(I, F, B, I[o + 1], I[o + 2])
     TF[tok, TF_PENDING] = pending
+
+
+@jit
+def _start_request(I, F, B, st, phase, now):
+    """Station.start_request: a garbage collection the request sets off (CollectionClock.request) runs now, on one
+    of the app's threads and the node's cores; the first request draws the clock's phase from stream ``phase``."""
+    every = F[at(I, R_STF, st, ST_GC_EVERY)]
+    if every <= 0.0:
+        return
+    count = at(I, R_STF, st, ST_GC_COUNT)
+    if F[count] == -1.0:  # collection_clock.UNDRAWN
+        F[count] = draw(I, B, phase) * every
+    F[count] += 1.0
+    if F[count] >= every:
+        F[count] -= every
+        book(I, F, B, st, now, 0.0, -1, F[at(I, R_STF, st, ST_GC_CPU)], False, now)
 
 
 @jit

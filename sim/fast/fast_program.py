@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from meshsim.distributions import Deterministic
 from meshsim.mesh import BALANCE, pass_side
 from meshsim.topology import Call, Choose, Parallel
 from meshsim.sim.fast import fast_kernels as K  # the loop, its op codes and its table columns
@@ -56,8 +57,6 @@ class Lowering:
             self.station(station)
             if proxy is not None:
                 self.proxy(proxy)
-
-    # -- ids -----------------------------------------------------------------------------------------------------
 
     def node(self, name: str) -> int:
         if name not in self.nodes:
@@ -214,10 +213,12 @@ class Lowering:
         system = self.system
         me = system.callers[replica.instance]
         ops: list[list] = []
+        first = min(replica.computes, default=-1)  # where Station.start_request runs, drawing from its clock's phase
+        phase = self.streams.sampler(replica.station.collection.phase if replica.station.collection else None)
         for i, step in enumerate(replica.service.handler):
             if i in replica.computes:
                 ops += [[K.OP_YIELD], [K.OP_COMPUTE, self.station(replica.station),
-                                       self.streams.sampler(replica.computes[i])]]
+                                       self.streams.sampler(replica.computes[i]), int(i == first), phase]]
             elif i in replica.delays:  # System.handle: a wait that holds no core, added to the pending delay
                 ops.append([K.OP_EDGE_LAT, self.streams.sampler(replica.delays[i])])
             elif isinstance(step, Call):
@@ -308,11 +309,12 @@ def station_arrays(lowering: Lowering) -> tuple:
         st_i[k, K.ST_QUOTA], st_f[k, K.ST_FRACTION] = int(s.quota is not None), s.cpu_fraction
         if s.wakeup is not None:
             w = s.wakeup
-            st_f[k, K.ST_DELAY], st_f[k, K.ST_TAU], st_f[k, K.ST_CPU], st_f[k, K.ST_RESUME] = \
-                w.delay, w.tau, w.cpu, w.resume_cpu
-            st_f[k, K.ST_SHAPE], st_f[k, K.ST_LINGER], st_f[k, K.ST_GRADED] = w.shape, w.linger, w.graded
+            st_f[k, [K.ST_DELAY, K.ST_TAU, K.ST_CPU, K.ST_RESUME, K.ST_SHAPE, K.ST_LINGER, K.ST_GRADED]] = \
+                w.delay, w.tau, w.cpu, w.resume_cpu, w.shape, w.linger, w.graded
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
+        if (c := s.collection) is not None:  # CollectionClock
+            st_f[k, [K.ST_GC_EVERY, K.ST_GC_CPU, K.ST_GC_COUNT]] = c.every, c.cpu, c.count
     quota_tag = np.full((n, K.QUOTA_RING), -1, dtype=np.int64)
     return st_i, st_f, np.zeros((n, width)), np.zeros((n, width)), np.zeros((n, K.QUOTA_RING)), quota_tag
 
@@ -379,8 +381,6 @@ def network_arrays(lowering: Lowering) -> tuple:
     kernel = system.scenario.topology.network.kernel_cpu
     net_i[K.NET_KERNEL] = int(kernel is not None)
     if kernel is not None:
-        from meshsim.distributions import Deterministic
-
         for col, fcol, name, dist in ((K.NET_PER_HOP, K.NETF_PER_HOP, "kernel:per-hop", kernel.per_hop),
                                       (K.NET_PER_KB, K.NETF_PER_KB, "kernel:per-kb", kernel.per_kb)):
             if isinstance(dist, Deterministic):

@@ -28,7 +28,7 @@ from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
 from meshsim.calibrate.measure.lab.rss_sampler import RssSampler, steady_mb
-from meshsim.calibrate.measure.lab import proxy_histograms, run_queue
+from meshsim.calibrate.measure.lab import garbage_collections, proxy_histograms, run_queue
 from meshsim.calibrate.measure.lab.span_count import collector_spans, wait_for_span_export
 from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
@@ -291,10 +291,12 @@ def _histograms_after(state: LabState, before: proxy_histograms.Snapshot,
 
 
 def _extra_files(histograms: Mapping[str, list[Bucket]], waited: Mapping[str, run_queue.ThreadSched],
-                 result: Mapping[str, Any]) -> dict[str, tuple[str, bytes]] | None:
-    """The run folder's files beside fortio's: the Envoys' histograms and the processes' run-queue delays."""
+                 result: Mapping[str, Any], collections: Mapping[str, garbage_collections.Collections],
+                 ) -> dict[str, tuple[str, bytes]] | None:
+    """The run folder's files beside fortio's: Envoys' histograms, run-queue delays, the apps' collections."""
     extra = {**(proxy_histograms.run_files(histograms) or {}),
-             **(run_queue.run_files(waited, _requests(result), run_queue.kernel_slice_ms()) or {})}
+             **(run_queue.run_files(waited, _requests(result), run_queue.kernel_slice_ms()) or {}),
+             **(garbage_collections.run_files(collections, _requests(result)) or {})}
     return extra or None
 
 
@@ -334,7 +336,8 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         host_before = host_seconds()
         cpu_before, sched_before = _cpu_snapshot(state), run_queue.snapshot(_pids(state))
         sleeps_before = sleep_snapshot(state.processes)
-        histograms_before = _histograms(state)
+        histograms_before, go_logs = _histograms(state), {p.name: p.log for p in state.processes if p.kind == "app"}
+        collections_before = garbage_collections.snapshot(go_logs)
         sampler = RssSampler(_pids(state)).start()
         try:
             run = run_fortio(fortio, url, settings, work, label=f"meshsim lab {state.spec.topology} {state.spec.mode}",
@@ -343,6 +346,7 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
             # the host's load over the load alone: while spans are exported the idle lab leaves the cores to others
             at_load_end = (host_seconds(), _cpu_snapshot(state), time.time() - started)
             waited = run_queue.over_load(sched_before, run_queue.snapshot(_pids(state)), component_of)
+            collections = garbage_collections.over_load(go_logs, collections_before)
             result, access, argv = run.result, run.access_log, run.argv
             if state.collector_port is not None:
                 wait_for_span_export(state)
@@ -392,5 +396,5 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         folder = _free_folder(out_dir, manifest.id)
         # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
         raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
-        write_run(folder, manifest, raw, access if access.exists() else None, _extra_files(histograms, waited, result))
+        write_run(folder, manifest, raw, access if access.exists() else None, _extra_files(histograms, waited, result, collections))
     return ProbeResult(folder, manifest, result)

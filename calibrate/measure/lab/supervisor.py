@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from meshsim.errors import RunFailed
 
@@ -184,14 +184,17 @@ class Supervisor:
         *,
         cpus: str | None = None,
         cpu_limit: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Managed:
-        """Start ``argv`` (optionally under ``taskset -c cpus`` and a CPU quota) and hold it."""
+        """Start ``argv`` (optionally under ``taskset -c cpus`` and a CPU quota, with ``env`` beside this process's
+        environment) and hold it."""
         full = [*(["taskset", "-c", cpus] if cpus else []), *argv]
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / (name.replace("/", "_").replace(":", "_") + ".log")
         with open(log, "ab") as out, interrupts_deferred():  # started, recorded and held, or none of these
             try:
-                popen = start_recorded(name, full, self.ledger, stdout=out, stderr=subprocess.STDOUT)
+                popen = start_recorded(name, full, self.ledger, stdout=out, stderr=subprocess.STDOUT,
+                                       env={**os.environ, **env} if env else None)
             except OSError as exc:
                 raise RunFailed(f"lab: cannot start {name} ({shlex.join(full)}): {exc.strerror or exc}") from None
             managed = Managed(name, full, popen, log, pid_start_ticks(popen.pid))
