@@ -37,6 +37,10 @@ LADDER_STAGES: tuple[tuple[str, str], ...] = (("single", "baseline"), ("single",
 # CPU per pass (mTLS's extra CPU per request falls from 0.07-0.10 ms at one connection to under 5 us there:
 # calibrate/load/feature_wake.py).
 FEATURE_RUNG_STAGES: tuple[tuple[str, str], ...] = (("single", "tracing"), ("single", "mtls"))
+# Each feature rung twice, in turn: tracing's CPU per sidecar side beyond a plain pass moved from 0.063 to 0.116 ms
+# over three such runs within half a minute (the plain runs beside them +-7 %:
+# measurements/lab-tracing-spread-2026-11-29); the fit averages the repeats' draws (feature_wake, collector_wake).
+FEATURE_RUNG_REPEATS = 2
 
 
 @dataclass(frozen=True)
@@ -122,11 +126,13 @@ class LabPlan:
 
     @property
     def feature_rungs(self) -> list[tuple[tuple[str, str], ProbeSettings]]:
-        """(stage, probe) of each feature setup at the ladder's lowest rate with its connections (empty without
-        the ladder; a feature not among the stages has none)."""
+        """(stage, probe) of each feature setup at the ladder's lowest rate with its connections, each
+        ``FEATURE_RUNG_REPEATS`` times, the features in turn (empty without the ladder; a feature not among the
+        stages has none)."""
         if not self.ladder:
             return []
-        return [(stage, self.ladder[0]) for stage in FEATURE_RUNG_STAGES if stage in self.stages]
+        return [(stage, self.ladder[0]) for _ in range(FEATURE_RUNG_REPEATS) for stage in FEATURE_RUNG_STAGES
+                if stage in self.stages]
 
     @property
     def total_runs(self) -> int:

@@ -134,19 +134,20 @@ def test_a_split_within_a_shorter_hop_keeps_its_proportions() -> None:
     assert (split.work_ms, split.resume_ms, split.source_runs) == (0.1, 0.05, ("a", "b"))
 
 
-def test_the_standard_plan_measures_each_feature_on_the_ladders_lowest_rung() -> None:
+def test_the_standard_plan_measures_each_feature_on_the_ladders_lowest_rung_twice_in_turn() -> None:
     """The feature rungs give a feature's CPU with its workers sleeping less than once per pass (and the collector's
-    with spans queueing); a feature not among the stages, or no ladder, has none."""
+    with spans queueing), each twice with the other feature between (the fit averages their draws); a feature not
+    among the stages, or no ladder, has none."""
     plan = LabPlan()
     rung = (min(LADDER_RATES), LADDER_CONNECTIONS)
     assert [(stage, (p.rps, p.connections)) for stage, p in plan.feature_rungs] == \
-        [(("single", "tracing"), rung), (("single", "mtls"), rung)]
-    assert "+ 2 feature rungs" in plan.headline()
+        [(("single", "tracing"), rung), (("single", "mtls"), rung)] * 2
+    assert "+ 4 feature rungs" in plan.headline()
     assert LabPlan(stages=LADDER_STAGES).feature_rungs == []
     assert LabPlan(load_ladder=False).feature_rungs == []
     without_tracing = [s for s in PLAN_STAGES if s != ("single", "tracing")]
-    assert [stage for stage, _ in LabPlan(stages=tuple(without_tracing)).feature_rungs] == [("single", "mtls")]
-    assert plan.total_runs == LabPlan(stages=tuple(without_tracing)).total_runs + len(plan.probes) + 1
+    assert [stage for stage, _ in LabPlan(stages=tuple(without_tracing)).feature_rungs] == [("single", "mtls")] * 2
+    assert plan.total_runs == LabPlan(stages=tuple(without_tracing)).total_runs + len(plan.probes) + 2
 
 
 # -- the fit of the collector's wake-up ----------------------------------------------------------------------------
