@@ -137,9 +137,8 @@ SLOW_WIDTH = 9
 # station columns (int / float)
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
 # (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share;
-# ST_FRACTION: Station.cpu_fraction, the share of a compute step that holds a core)
-# ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT: an app's garbage collections, CollectionClock's every, cpu and count; every 0:
-# none)
+# ST_FRACTION: Station.cpu_fraction, the share of a compute step that holds a core; ST_GC_EVERY, ST_GC_CPU,
+# ST_GC_COUNT: an app's garbage collections, its CollectionClock's every, cpu and count, every 0 for none)
 (ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER,
  ST_GRADED, ST_COLD, ST_FRACTION, ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT) = range(17)
 # proxy columns

@@ -23,7 +23,6 @@ from typing import Any, Mapping, Sequence
 from meshsim.errors import FieldError, Interrupted, RunFailed
 from meshsim.run_folder import LoadSettings, RunManifest, Setup, write_run
 from meshsim.calibrate.measure.lab.binaries import find_binary
-
 from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.running import LabState
 from meshsim.calibrate.measure.lab.processes import component_of
@@ -396,5 +395,6 @@ def probe(state: LabState, settings: ProbeSettings, out_dir: Path = DEFAULT_OUT,
         folder = _free_folder(out_dir, manifest.id)
         # fortio's JSON as written, except the temp folder in AccessLoggerInfo (no machine paths in stored runs).
         raw = (work / "fortio.json").read_bytes().replace(str(work).encode(), b"$RUN")
-        write_run(folder, manifest, raw, access if access.exists() else None, _extra_files(histograms, waited, result, collections))
+        extra = _extra_files(histograms, waited, result, collections)
+        write_run(folder, manifest, raw, access if access.exists() else None, extra)
     return ProbeResult(folder, manifest, result)
