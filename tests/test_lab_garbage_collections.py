@@ -107,3 +107,10 @@ def test_a_chain_baselines_collections_become_its_forwarding_apps_block() -> Non
         assert topology.services["s1"].garbage_collection == GarbageCollection(
             block["every_requests"], block["cpu_ms"] * 1e-3, block["source"])
         assert topology.services["s3"].garbage_collection is None  # the leaf stands for the calibration's baseline
+
+
+def test_the_apps_trace_their_collections_after_the_users_own_go_settings() -> None:
+    from meshsim.calibrate.measure.lab.garbage_collections import go_trace_env
+
+    assert go_trace_env({}) == {"GODEBUG": "gctrace=1"}
+    assert go_trace_env({"GODEBUG": "madvdontneed=1"}) == {"GODEBUG": "madvdontneed=1,gctrace=1"}

@@ -22,9 +22,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 FILE_KEY, FILE = "garbage_collections", "garbage-collections.json"  # the manifest's files key, the file
-GO_TRACE = {"GODEBUG": "gctrace=1"}  # the app processes' environment beside the lab's own
 _LINE = re.compile(r"^gc \d+ @[\d.]+s \d+%: ([\d.]+)\+([\d.]+)\+([\d.]+) ms clock, "
                    r"[\d.]+\+([\d.]+)/([\d.]+)/([\d.]+)\+[\d.]+ ms cpu")
+
+
+def go_trace_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The app processes' environment beside ``environ``: Go's trace of each collection on, after whatever GODEBUG
+    settings the user has (a later setting of the same name wins)."""
+    return {"GODEBUG": ",".join(filter(None, (environ.get("GODEBUG", ""), "gctrace=1")))}
 
 
 @dataclass(frozen=True)

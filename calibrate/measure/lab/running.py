@@ -20,7 +20,7 @@ from typing import Any
 from meshsim.errors import RunFailed
 from meshsim.calibrate.measure.lab.binaries import find_binary
 
-from meshsim.calibrate.measure.lab.garbage_collections import GO_TRACE
+from meshsim.calibrate.measure.lab.garbage_collections import go_trace_env
 from meshsim.calibrate.measure.lab.cpulimit import find_cpu_limiter
 from meshsim.calibrate.measure.lab.ledger import Ledger
 from meshsim.calibrate.measure.lab.proc_exporter import Watched, exporter_argv
@@ -222,7 +222,7 @@ class Lab:
             self.supervisor.start(proc.name, proc.argv,
                                   cpus=self.spec.cpus if proc.proxy else None,
                                   cpu_limit=self.spec.cpu_limit if proc.proxy else None,
-                                  env=GO_TRACE if proc.kind == "app" else None)  # garbage_collections.py
+                                  env=go_trace_env(os.environ) if proc.kind == "app" else None)
         for proc in self.plan.processes:
             for port in proc.ports:
                 wait_for_port(port, READY_TIMEOUT_S, self.supervisor, f"{proc.name} ({Path(proc.argv[0]).name})")
