@@ -10,16 +10,17 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from meshsim.calibrate.measure.dataset import Run
-from meshsim.calibrate.measure.lab.garbage_collections import collections_per_request, read
+from meshsim.calibrate.measure.lab.garbage_collections import FILE_KEY, collections_per_request
+from meshsim.calibrate.validation.run_extras import stored_json
 
 
 def _readings(run: Run, graph: Sequence[Any]) -> list[tuple[float, float]] | None:
-    """(collections per request, mark CPU per collection in ms) of each forwarding app; None unless all have one."""
-    data = read(run.folder)
-    if data is None:
-        return None
-    readings = [collections_per_request(data, f"{svc.name}/app") for svc in graph if svc.calls]
-    return None if any(r is None for r in readings) else readings  # type: ignore[return-value]
+    """(collections per request, mark CPU per collection in ms) of each forwarding app; None unless all have one
+    (a run measured before the probe recorded them has none)."""
+    forwarders = [f"{svc.name}/app" for svc in graph if svc.calls]
+    readings = stored_json(run, FILE_KEY, "a record of the apps' garbage collections",
+                           lambda data: [collections_per_request(data, name) for name in forwarders])
+    return None if readings is None or any(r is None for r in readings) else readings  # type: ignore[return-value]
 
 
 def collections_cpu_ms(run: Run, graph: Sequence[Any]) -> float:

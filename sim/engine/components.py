@@ -323,6 +323,7 @@ class AppReplica:
     computes: dict[int, Sampler]
     delays: dict[int, Sampler] = field(default_factory=dict)  # Delay steps: waits that hold no core
     sidecar: ProxyInstance | None = None
+    first_compute: int = -1  # the handler step where a request reaches the app's work (Station.start_request)
 
 
 def build_app(service: Service, replica: int, node: str, streams: Streams) -> AppReplica:
@@ -334,7 +335,8 @@ def build_app(service: Service, replica: int, node: str, streams: Streams) -> Ap
                 for i, step in enumerate(service.handler) if isinstance(step, Compute)}
     delays = {i: streams.sampler(f"{instance}:delay{i}", step.time)
               for i, step in enumerate(service.handler) if isinstance(step, Delay)}
-    return AppReplica(f"{service.name}/app", instance, service, station, node, computes, delays)
+    return AppReplica(f"{service.name}/app", instance, service, station, node, computes, delays,
+                      first_compute=min(computes, default=-1))
 
 
 class NetworkDelays:

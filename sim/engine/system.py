@@ -358,8 +358,7 @@ class System:
         """Run the service's handler; returns when the app sends its response."""
         env = self.env
         me = self.callers[replica.instance]
-        computes = replica.computes
-        first = min(computes, default=-1)
+        computes, first = replica.computes, replica.first_compute
         for i, step in enumerate(replica.service.handler):
             if i in computes:  # a Compute step
                 if pending > 0:

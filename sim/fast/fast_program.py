@@ -213,12 +213,11 @@ class Lowering:
         system = self.system
         me = system.callers[replica.instance]
         ops: list[list] = []
-        first = min(replica.computes, default=-1)  # where Station.start_request runs, drawing from its clock's phase
         phase = self.streams.sampler(replica.station.collection.phase if replica.station.collection else None)
         for i, step in enumerate(replica.service.handler):
             if i in replica.computes:
                 ops += [[K.OP_YIELD], [K.OP_COMPUTE, self.station(replica.station),
-                                       self.streams.sampler(replica.computes[i]), int(i == first), phase]]
+                                       self.streams.sampler(replica.computes[i]), int(i == replica.first_compute), phase]]
             elif i in replica.delays:  # System.handle: a wait that holds no core, added to the pending delay
                 ops.append([K.OP_EDGE_LAT, self.streams.sampler(replica.delays[i])])
             elif isinstance(step, Call):

@@ -85,14 +85,6 @@ def run_files(collections: Mapping[str, Collections], requests: int) -> dict[str
     return {FILE_KEY: (FILE, json.dumps(data, indent=1).encode())}
 
 
-def read(folder: Path) -> dict[str, Any] | None:
-    """A run folder's garbage-collections.json (None when the run has none: measured before 2026-11-29)."""
-    path = Path(folder) / FILE
-    if not path.exists():
-        return None
-    return json.loads(path.read_text())
-
-
 def collections_per_request(data: Mapping[str, Any], component: str) -> tuple[float, float] | None:
     """(collections per request, mark CPU per collection in ms) of a component's processes over the run's
     requests (replicas summed), or None when it ran no collection."""

@@ -8,6 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import yaml
+
 out, every, cpu = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 for parent in map(Path, sys.argv[4:]):
     for run in parent.glob("lab-*"):
@@ -16,6 +18,9 @@ for parent in map(Path, sys.argv[4:]):
         requests = json.loads((run / "fortio.json").read_text())["DurationHistogram"]["Count"]
         cycles = round(requests / every)
         rows = {app: {"cycles": cycles, "mark_cpu_ms": cpu * cycles, "wall_ms": 0.0} for app in ("s1/app", "s2/app")}
+        manifest = yaml.safe_load((copy / "manifest.yaml").read_text())
+        manifest.setdefault("files", {})["garbage_collections"] = "garbage-collections.json"  # as the probe lists it
+        (copy / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
         (copy / "garbage-collections.json").write_text(json.dumps(
             {"requests": requests, "source": f"with_collections.py: one per {every:g} requests, {cpu:g} ms",
              "processes": rows}))
