@@ -19,7 +19,8 @@ from typing import Iterable, Mapping, Sequence
 from meshsim.calibrate.measure.dataset import Run, load_run
 from meshsim.calibrate.validation.compare import measured_latency
 
-DRIFT_KEYS = ("p50", "p99", "rps")
+DRIFT_KEYS = ("p50", "p99", "rps", "cpu")  # cpu: both sidecars' CPU per request (what a CPU quota buys requests with)
+SIDECARS = ("client/sidecar", "server/sidecar")
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class DriftPair:
 
     def change(self, key: str) -> float:
         """|again - calibration| relative to their mean (the repeatability's measure)."""
-        a, b = self.calibration[key], self.again[key]
+        a, b = self.calibration.get(key, 0.0), self.again.get(key, 0.0)
         return abs(a - b) / ((a + b) / 2) if a + b > 0 else 0.0
 
 
@@ -70,7 +71,9 @@ def _label(run: Run) -> str:
 
 def _readings(run: Run) -> dict[str, float]:
     latency, _ = measured_latency(run)
-    return {"p50": latency["p50"], "p99": latency["p99"], "rps": run.result.actual_rps}
+    cpu = [run.cpu_per_request(key) for key in SIDECARS]
+    return {"p50": latency["p50"], "p99": latency["p99"], "rps": run.result.actual_rps,
+            **({"cpu": sum(cpu) * 1e3} if all(c is not None for c in cpu) else {})}
 
 
 def host_drift(calibration_runs: Iterable[str | Path], again_runs: Sequence[str | Path]) -> HostDrift:
