@@ -48,10 +48,10 @@ def table_rows(curves: Mapping[str, Curve]) -> list[dict[str, Any]]:
 
 def scenario_warnings(curves: Mapping[str, Curve]) -> list[str]:
     """The warnings every computed point of a mesh's curve carries (about the scenario, not one rate: a fortio load
-    driven unlike the model's calibration runs, say), once per mesh."""
+    driven unlike the model's calibration runs, say), and what its fortio load took from those runs, once per mesh."""
     out = []
     for mesh, curve in curves.items():
-        sets = [set(p.get("warnings") or ()) for _rate, p in curve]
+        sets = [set(p.get("warnings") or ()) | {p.get("inputs", {}).get("fortio_from")} - {None} for _rate, p in curve]
         out += [f"{mesh}: {w}" for w in sorted(set.intersection(*sets))] if sets else []
     return out
 

@@ -10,7 +10,9 @@ topology's (``PredictOptions.cluster = "mesh"``, the default; ``"topology"`` kee
 How the cluster's runs drove their load (fortio's warm-up, -jitter, -uniform) is a fact of those runs too, and one
 that moves a prediction at many connections (a shared listener hands the connections of a one-after-another
 warm-up to one worker; synchronised connections fire bursts that -jitter spreads). A prediction's load is the user's
-to choose, so it is not replaced: a prediction whose fortio differs says so, with the flags that match the runs.
+to choose where it says so: a fortio load takes the runs' driving for whatever its flags leave unsaid (a model
+fitted on a pipeline predicts that pipeline's other runs as it makes them, and says what it took), and a prediction
+whose fortio flags differ says so, with the flags that match the runs.
 """
 
 from __future__ import annotations
@@ -44,6 +46,23 @@ class LoadFacts:
     uniform: bool
     version: str = ""
     source: str = ""
+
+    def taken_words(self, taken: dict[str, object]) -> str:
+        """What a prediction took from these facts (``taken``: option name -> value) that differs from fortio's plain
+        defaults, and the flags that undo it ('' when nothing differs)."""
+        said, undo = [], []
+        if ("fortio_version" in taken or "fortio_warmup" in taken) and \
+                (self.version or self.warmup != warmup_mode(DEFAULT_VERSION, None)):
+            said.append(f"warm-up {WARMUP_WORDS[self.warmup]}" + (f" (fortio {self.version})" if self.version else ""))
+            undo.append(f"--fortio-version {DEFAULT_VERSION}")
+        for name in ("jitter", "uniform"):
+            if taken.get(name):
+                said.append(f"-{name}")
+                undo.append(f"--no-{name}")
+        if not said:
+            return ""
+        return (f"fortio driven as the calibration cluster's runs (the mesh model's cluster.load): {', '.join(said)}; "
+                f"{', '.join(undo)} to drive it otherwise")
 
     def unlike(self, load: Load) -> str:
         """'' when ``load`` drives fortio as the runs did (or is not fortio); else what differs and the flags that

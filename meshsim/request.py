@@ -46,11 +46,11 @@ class PredictOptions:
     load: str = "open"
     connections: int | None = None  # open: client connections; fortio and wrk2: -c; sequential: users
     threads: int | None = None  # wrk2 load: -t, event-loop threads that share the connections and the rate
-    uniform: bool = False
-    jitter: bool = False
+    uniform: bool | None = None  # fortio load; None: as the calibration cluster's runs drove it, else off
+    jitter: bool | None = None  # the same
     nocatchup: bool = False
-    fortio_version: str | None = None  # fortio load: the version whose warm-up to reproduce (default 1.68.2)
-    fortio_warmup: str | None = None  # fortio load: parallel | sequential | none (default: the version's)
+    fortio_version: str | None = None  # fortio load: the version whose warm-up to reproduce (default: the
+    fortio_warmup: str | None = None  # cluster's, else 1.68.2); parallel | sequential | none (default: the version's)
     think_ms: float | None = None
     profile: RateProfile | None = None
     keepalive: bool = True
@@ -89,8 +89,10 @@ def build_request(options: PredictOptions) -> PredictRequest:
     """Validate ``options`` once and build the typed request (FieldError naming the field otherwise)."""
     scenario = build_scenario_of(options)
     options, rate_source = with_entry_rate(options, scenario.topology)
+    options, driving_source = with_cluster_fortio(options, scenario)
     return PredictRequest(scenario, Workload(build_load(options), keepalive=options.keepalive, tls=options.tls,
-                                             rate_source=rate_source), build_settings(options))
+                                             rate_source=rate_source, driving_source=driving_source),
+                          build_settings(options))
 
 
 def with_entry_rate(options: PredictOptions, topology: Topology) -> tuple[PredictOptions, str]:
@@ -101,6 +103,24 @@ def with_entry_rate(options: PredictOptions, topology: Topology) -> tuple[Predic
             or options.load == "sequential":
         return options, ""
     return options.with_changes(rps=rate.rps), f"the topology's entry_rate ({rate.rps:g} rps): {rate.source}"
+
+
+def with_cluster_fortio(options: PredictOptions, scenario: Scenario) -> tuple[PredictOptions, str]:
+    """A fortio load's driving (warm-up, -jitter, -uniform) that the options leave unsaid, taken from how the
+    calibration cluster's runs drove fortio (the mesh model's ``cluster.load``, when its cluster applies), and what
+    was taken ('' when nothing): a model fitted on a pipeline predicts that pipeline's other runs as it makes them."""
+    facts = scenario.cluster_load
+    if options.load != "fortio" or facts is None:
+        return options, ""
+    taken: dict[str, Any] = {}
+    if options.fortio_version is None and options.fortio_warmup is None:
+        taken.update({"fortio_version": facts.version} if facts.version else {}, fortio_warmup=facts.warmup)
+    for name in ("jitter", "uniform"):
+        if getattr(options, name) is None:
+            taken[name] = getattr(facts, name)
+    if not taken:
+        return options, ""
+    return options.with_changes(**taken), facts.taken_words(taken)
 
 
 def build_scenario_of(options: PredictOptions) -> Scenario:
@@ -148,7 +168,8 @@ def build_load(options: PredictOptions) -> Load:
         _check_int(threads, "threads", minimum=1)
         result = Wrk2Load(_rate(options), connections, threads)
     elif kind == "fortio":
-        result = FortioLoad(_rate(options), connections, options.uniform, options.jitter, options.nocatchup,
+        result = FortioLoad(_rate(options), connections, bool(options.uniform), bool(options.jitter),
+                            options.nocatchup,
                             **({"version": options.fortio_version} if options.fortio_version else {}),
                             warmup=options.fortio_warmup)
     else:
@@ -164,7 +185,8 @@ def build_load(options: PredictOptions) -> Load:
 
 def _refuse_foreign_options(options: PredictOptions) -> None:
     kind = options.load
-    given_fortio = [f for f in FORTIO_FLAGS if getattr(options, f)]
+    given_fortio = [f for f in FORTIO_FLAGS if getattr(options, f) not in (None, False) or
+                    (f in ("jitter", "uniform") and getattr(options, f) is not None)]  # --no-jitter is said too
     if kind != "fortio" and given_fortio:
         raise FieldError(given_fortio[0], f"applies to the fortio load only, not to load {kind!r}")
     if kind != "sequential" and options.think_ms is not None:

@@ -314,6 +314,7 @@ class Workload:
     keepalive: bool = True
     tls: bool = False  # client -> edge over HTTPS (handshake round trips when keep-alive is off)
     rate_source: str = ""  # where the rate came from when the user gave none (the topology's entry_rate)
+    driving_source: str = ""  # how much of a fortio load's driving came from the calibration cluster's runs
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,25 @@ def test_table_header_names_the_load_as_the_flag_does(capsys, load, extra):
     assert head.split(" load=")[1].split()[0] == load, head
 
 
+def test_a_fitted_clusters_fortio_driving_is_taken_said_and_undone_by_a_flag(capsys):
+    """istio-1.7's pipeline ran fortio with -jitter and a one-after-another warm-up: a fortio load takes both unless
+    a flag says otherwise (--no-jitter, --fortio-version), and the table and the JSON say what was taken."""
+    common = ["--topology", "single", "--mesh", "istio-1.7", "--load", "fortio", "--rps", "1000",
+              "--connections", "32", *QUICK]
+    assert main(["predict", *common]) == 0
+    taken = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fortio driven as")]
+    assert len(taken) == 1 and "-jitter" in taken[0] and "one connection after another" in taken[0]
+    assert main(["predict", *common, "--no-jitter", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inputs"]["load"]["jitter"] is False and "-jitter" not in out["inputs"]["fortio_from"]
+    assert any("--jitter to predict those runs" in w for w in out["warnings"])
+    assert main(["predict", *common, "--jitter", "--fortio-warmup", "sequential", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["inputs"]["load"]["jitter"] is True and "fortio_from" not in said["inputs"]
+    assert main(["predict", "--topology", "single", "--rps", "10", "--no-jitter"]) == 2  # said of another load
+    assert "--jitter: applies to the fortio load only" in capsys.readouterr().err
+
+
 CYCLE = """schema: meshsim/topology/v1
 name: loop
 entry: a

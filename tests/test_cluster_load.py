@@ -2,8 +2,9 @@
 
 At many connections fortio's warm-up and -jitter decide which Envoy worker each connection lands on and how
 bursts form: the shipped ``istio-1.2`` predicts its pipeline's server-sidecar runs at c=64 at p50 4.9 ms with
-fortio 1.3.1's one-after-another warm-up and 3.2 ms with today's all-at-once warm-up. The load stays the user's
-choice; the prediction names the difference and the flags that reproduce the runs.
+fortio 1.3.1's one-after-another warm-up and 3.2 ms with today's all-at-once warm-up. A fortio load takes the runs'
+driving for what its flags leave unsaid and says so; flags that drive it otherwise stand, and the prediction names
+the difference and the flags that reproduce the runs.
 """
 
 from __future__ import annotations
@@ -71,12 +72,21 @@ def _predict(**changes) -> dict:
     return predict(**{**settings, **changes}).to_dict()
 
 
-def test_a_prediction_says_when_its_fortio_is_not_the_calibration_clusters() -> None:
-    default = _predict()
-    assert any("--fortio-version 1.3.1" in w for w in default["warnings"])
-    assert not any("calibration cluster" in w for w in _predict(fortio_version="1.3.1")["warnings"])
-    # the topology's own cluster: nothing of the calibration cluster applies, nothing to say
-    assert not any("calibration cluster" in w for w in _predict(cluster="topology")["warnings"])
+def test_a_fortio_load_takes_the_calibration_clusters_driving_where_its_flags_say_nothing() -> None:
+    unsaid = _predict()
+    assert "fortio 1.3.1" in unsaid["inputs"]["fortio_from"]
+    assert not any("calibration cluster" in w for w in unsaid["warnings"])
+    said = _predict(fortio_version="1.3.1")  # the same driving, given: the same simulation
+    assert "fortio_from" not in said["inputs"] and said["latency_ms"] == unsaid["latency_ms"]
+    today = _predict(fortio_version="1.68.2")  # all connections at once: Envoy 1.11's workers share them
+    assert any("--fortio-version 1.3.1" in w for w in today["warnings"])
+    assert today["latency_ms"]["p50"] < 0.9 * unsaid["latency_ms"]["p50"]
+    jittered = _predict(jitter=True)  # one flag given, the warm-up still taken
+    assert "fortio 1.3.1" in jittered["inputs"]["fortio_from"]
+    assert any("drop --jitter" in w for w in jittered["warnings"])
+    # the topology's own cluster: nothing of the calibration cluster applies, nothing taken or said
+    mine = _predict(cluster="topology")
+    assert "fortio_from" not in mine["inputs"] and not any("calibration cluster" in w for w in mine["warnings"])
 
 
 def test_the_shipped_models_describe_how_their_runs_drove_fortio() -> None:

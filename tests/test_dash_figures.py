@@ -253,3 +253,6 @@ def test_a_warning_of_every_point_is_said_once_per_mesh_and_one_rates_is_not():
         "none": [],
     }
     assert report.scenario_warnings(curves) == [f"istio-1.2: {about_load}"]
+    taken = "fortio driven as the calibration cluster's runs (the mesh model's cluster.load): -jitter"
+    curves["istio-1.7"] = [(r, {"warnings": [], "inputs": {"fortio_from": taken}}) for r in (500.0, 3000.0)]
+    assert report.scenario_warnings(curves)[-1] == f"istio-1.7: {taken}"  # what a point's load took, said once

@@ -60,11 +60,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    f"{DEFAULT_CONNECTIONS['open']}); sequential: users (default {DEFAULT_CONNECTIONS['sequential']})")
     p.add_argument("--threads", type=int, help=f"wrk2 load: -t, threads sharing the connections and the rate "
                    f"(default {DEFAULT_THREADS})")
-    p.add_argument("--uniform", action="store_true", help="fortio -uniform (fortio load only)")
-    p.add_argument("--jitter", action="store_true", help="fortio -jitter (fortio load only)")
+    as_runs = "default: as a fitted mesh model's calibration runs, else off"
+    for flag in ("uniform", "jitter"):
+        p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, help=f"fortio -{flag} (fortio load only; "
+                       f"{as_runs})")
     p.add_argument("--nocatchup", action="store_true", help="fortio -nocatchup (fortio load only)")
-    p.add_argument("--fortio-version", help="fortio load: the fortio version whose warm-up to reproduce (default "
-                   "1.68.2: one untimed call per connection, all at once; before 1.21 one after another)")
+    p.add_argument("--fortio-version", help="fortio load: the fortio version whose warm-up to reproduce (default: a "
+                   "fitted mesh model's calibration runs', else 1.68.2: one untimed call per connection, all at once; "
+                   "before 1.21 one after another)")
     p.add_argument("--fortio-warmup", choices=("parallel", "sequential", "none"),
                    help="fortio load: override the version's warm-up (sequential = -sequential-warmup, none = "
                         "-exactly)")

@@ -28,6 +28,8 @@ def prediction_table(d: dict[str, Any]) -> str:
              f" ({d['requests']} requests measured, seed {inp['seed']}), {d['wall_s']:.1f} s wall"]
     if inp.get("rps_from"):
         lines.append(f"rate from {inp['rps_from']} (no --rps given)")
+    if inp.get("fortio_from"):
+        lines.append(inp["fortio_from"])
     if d.get("warmup"):
         lines.append(warmup_line(d["warmup"]))
     lines.append("")

@@ -375,6 +375,7 @@ def _inputs(scenario: Scenario, workload: Workload, settings: RunSettings, horiz
         "cluster": scenario.cluster_source or "the topology's",
         "load": load_dict,
         **({"rps_from": workload.rate_source} if workload.rate_source else {}),
+        **({"fortio_from": workload.driving_source} if workload.driving_source else {}),
         "keepalive": workload.keepalive,
         "tls": workload.tls,
         "duration_s": horizon.duration,
