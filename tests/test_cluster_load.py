@@ -1,8 +1,8 @@
 """How a calibration cluster's runs drove fortio (``cluster.load``), and the prediction that says when it differs.
 
 At many connections fortio's warm-up and -jitter decide which Envoy worker each connection lands on and how
-bursts form: the shipped ``istio-1.2`` predicts its pipeline's server-sidecar runs at c=64 at p50 4.9 ms with
-fortio 1.3.1's one-after-another warm-up and 3.2 ms with today's all-at-once warm-up. A fortio load takes the runs'
+bursts form: the shipped ``istio-1.2`` predicts its pipeline's server-sidecar runs at c=64 at p50 4.5 ms with
+fortio 1.3.1's one-after-another warm-up and 3.0 ms with today's all-at-once warm-up (2026-11-29). A fortio load takes the runs'
 driving for what its flags leave unsaid and says so; flags that drive it otherwise stand, and the prediction names
 the difference and the flags that reproduce the runs.
 """
