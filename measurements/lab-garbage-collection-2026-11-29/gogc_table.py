@@ -21,10 +21,14 @@ def row(folder: Path) -> str:
             f"{np.percentile(ms, 99):7.2f}")
 
 
-root = Path(sys.argv[1])
-print("folder            achieved  mean ms    cv  p50 ms  p99 ms   (16 connections, 5 s, 1 KB; from access.jsonl.gz)")
-for prefix, what in SETUPS:
-    print(f"\n{what}")
-    for gogc in ("100", "off"):
-        for folder in sorted(root.glob(f"{prefix}-{gogc}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])):
-            print(row(folder))
+def main(root: Path) -> None:
+    print("folder            achieved  mean ms    cv  p50 ms  p99 ms   (16 connections, 5 s, 1 KB; from access.jsonl.gz)")
+    for prefix, what in SETUPS:
+        print(f"\n{what}")
+        for gogc in ("100", "off"):
+            for folder in sorted(root.glob(f"{prefix}-{gogc}-*"), key=lambda p: int(p.name.rsplit("-", 1)[1])):
+                print(row(folder))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
