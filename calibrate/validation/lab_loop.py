@@ -53,6 +53,7 @@ FULL_PLAN = LabValidationPlan(
     held_out=(
         HeldOut("single", "sidecar", ((1000.0, 4), (2000.0, 4), (2000.0, 16))),
         HeldOut("single", "sidecar", ((300.0, 4), (1000.0, 4), (3000.0, 4)), workers=1, cpu_limit=0.1),
+        HeldOut("single", "sidecar", ((3000.0, 4),), workers=1),  # its twin without the quota: what throttling costs
         HeldOut("chain5", "baseline", ((200.0, 1), (500.0, 4))),
         HeldOut("chain5", "sidecar", ((200.0, 1), (500.0, 4))),
         HeldOut("bookinfo", "baseline", ((200.0, 1), (500.0, 4))),
@@ -63,6 +64,7 @@ SMALL_PLAN = LabValidationPlan(
     held_out=(
         HeldOut("single", "sidecar", ((1000.0, 4),)),
         HeldOut("single", "sidecar", ((3000.0, 4),), workers=1, cpu_limit=0.1),
+        HeldOut("single", "sidecar", ((3000.0, 4),), workers=1),
         HeldOut("chain5", "baseline", ((200.0, 1),)),
         HeldOut("chain5", "sidecar", ((200.0, 1),)),
         HeldOut("bookinfo", "baseline", ((200.0, 1),)),

@@ -153,8 +153,8 @@ def register_lab(lab_sub: argparse._SubParsersAction) -> None:  # type: ignore[t
                            "(more connections, higher rates, a CPU-limited proxy past saturation, chain5), validate")
     p.add_argument("--out", default="lab-validation", help="folder for the runs, the fitted model and the report "
                    "(default lab-validation)")
-    p.add_argument("--plan", choices=("small", "full"), default="full", help="small: 6 held-out setups, each run "
-                   "twice (~2 min); full: 16, twice (~4 min)")
+    p.add_argument("--plan", choices=("small", "full"), default="full", help="small: 7 held-out setups, each run "
+                   "twice (~3 min); full: 15, twice (~5 min)")
     p.add_argument("--mesh", default="envoy-lab", help="name of the fitted model (default envoy-lab)")
     p.add_argument("--html", metavar="FILE", help="also write the HTML report")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
