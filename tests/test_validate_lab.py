@@ -162,7 +162,7 @@ def test_a_cpu_limited_proxy_carries_what_its_quota_buys(lab_validation) -> None
     quota = [c for c in held if "cpu0.1" in c.setup]
     twins = [c for c in held if "w1" in c.setup.split() and "cpu" not in c.setup]
     assert len(quota) == len(twins) == SMALL_PLAN.repeats
-    for c in quota:  # the quota's mechanism: both engines book it as the kernel enforces it
+    for c in quota:  # the quota's mechanism: the model spends it as the kernel enforces it
         for side in SIDECARS:
             assert abs(c.cpu_cores[side].predicted / c.cpu_cores[side].measured - 1) <= QUOTA_FILL, (c.run_id, side)
     twin_measured, twin_predicted = _ms_per_request(twins, "measured"), _ms_per_request(twins, "predicted")
