@@ -26,7 +26,7 @@ class Scenario:
     lb: str = "client"
     scope: str = "both"
     cluster_source: str = ""  # where the cluster facts applied to the topology come from ('': the topology's own)
-    cluster_load: LoadFacts | None = None  # how the calibration cluster's runs drove fortio (applied: none)
+    cluster_load: LoadFacts | None = None  # how the calibration cluster's runs drove fortio (request.py takes it)
 
     @property
     def meshed(self) -> bool:

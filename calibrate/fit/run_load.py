@@ -1,8 +1,9 @@
 """How a calibration's runs drove fortio, as the model's ``cluster.load`` block (``meshsim.cluster_facts``).
 
-A prediction with the model says when its own fortio differs (warm-up, -jitter, -uniform): at many connections
-those decide how bursts form and which worker each connection lands on, so a model fitted from one cluster's runs
-predicts that cluster's other runs only with its load driven the same way.
+A prediction with the model drives a fortio load the same way where its flags say nothing, and says when they drive
+it otherwise (warm-up, -jitter, -uniform): at many connections those decide how bursts form and which worker each
+connection lands on, so a model fitted from one cluster's runs predicts that cluster's other runs only with its load
+driven the same way.
 """
 
 from __future__ import annotations
