@@ -29,7 +29,9 @@ PLACEMENT = ("sidecar", "node")
 # -- Envoy's exact_balance; ``shared_listener`` -- every worker waits on one listening socket (Envoy before
 # reuse_port became its default: Istio 1.2's Envoy 1.11, 1.7's 1.15, 1.11's 1.19): all are woken, the one whose core
 # is still warm (the one busy most recently) reaches accept() first and takes the connection, and a busy worker
-# cannot accept at all, so connections opened together or one after another land on one worker.
+# cannot accept at all, so connections opened together or one after another land on one worker. (Envoy 1.40 on a
+# 6.18 kernel piles connections opened together on one worker but spreads those opened one after another; the
+# Istio 1.7 rows of 2020 fit the one-worker reading best: measurements/lab-shared-listener-2026-11-29.)
 BALANCE = ("hash", "round_robin", "shared_listener")
 MIN_ACCEPT_WINDOW = 0.05 * MS  # an idle thread woken by epoll is running again within tens of microseconds
 LB_POLICIES = ("round_robin", "least_request", "random", "ewma")
