@@ -35,7 +35,7 @@ from conftest import require_component
 
 from meshsim.calibrate.lab_plan import LADDER_RATES, LADDER_STAGES
 from meshsim.calibrate.load.held_fraction import BURST_CONNECTIONS
-from meshsim.calibrate.validation.host_drift import DriftPair, HostDrift
+from meshsim.calibrate.validation.host_drift import SIDECARS, DriftPair, HostDrift
 from meshsim.calibrate.validation.validate import ReportOptions, validate_lab_report
 from meshsim.calibrate.validation.lab_loop import SMALL_PLAN
 from meshsim.calibrate.validation.text_report import summary_line
@@ -148,7 +148,6 @@ def test_held_out_errors_bounded_by_the_repeatability_of_the_same_run(lab_valida
 # Both factors are measured in the run; the rate is bounded beyond them, and the twin's CPU per request on its own.
 QUOTA_FILL = 0.15  # each limited sidecar's predicted cores within 15 % of its measured (both at the quota)
 CPU_PER_REQUEST_FLOOR = 0.35  # the twin's CPU per request: the model's error floor for a setup it never saw
-SIDECARS = ("client/sidecar", "server/sidecar")
 
 
 def _ms_per_request(runs, which: str) -> list[float]:
