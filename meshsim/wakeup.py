@@ -48,6 +48,12 @@ class WakeUp:
     part has no spread, so a lower rate moves the median as much as the tail (graded 1), where the lottery moves only
     the tail (graded 0). The lab's one-connection runs move both (a cost that grows with every sleep, as state that
     decays while the thread sleeps would; measured: the shape, not its cause).
+
+    ``spin_share`` is the share of a wake's CPU (resume and cold) that other threads of the process burn beside the
+    woken one: Go's scheduler, readying a goroutine while a P is idle, wakes a thread to spin on it looking for work.
+    That CPU is the process's, on the node's cores from the same moment, but on no request's path: the woken thread
+    runs only the rest before the job's own work. The lab's fortio apps: 0.40-0.51 of a wake's CPU, measured as
+    the wake CPU that ``GOMAXPROCS=1`` takes away (measurements/lab-go-spinning-2026-11-29).
     """
 
     delay: float
@@ -57,6 +63,7 @@ class WakeUp:
     shape: float = 1.0
     linger: float = 0.0
     graded: float = 0.0
+    spin_share: float = 0.0
 
     def slept(self, idle: float) -> float:
         """How long a worker idle for ``idle`` seconds slept (0: it was still lingering when the pass came)."""
@@ -85,6 +92,8 @@ class WakeUp:
             spec["linger_us"] = self.linger / US
         if self.graded:
             spec["graded"] = self.graded
+        if self.spin_share:
+            spec["spin_share"] = self.spin_share
         return spec
 
 
@@ -94,12 +103,13 @@ def parse_wakeup(section: Section | None) -> WakeUp | None:
     if section.has("max_ms"):
         raise ModelError(f"{section.key('max_ms')}: renamed delay_ms (the exit latency of a cold wake-up, paid with "
                          "probability 1 - exp(-g/tau_ms)); cpu_ms adds its CPU")
-    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "graded", "source",
-                             "linger_source", "graded_source", "fit", "note"))
+    section.reject_unknown(("delay_ms", "tau_ms", "cpu_ms", "resume_cpu_ms", "shape", "linger_us", "graded", "spin_share",
+                             "source", "linger_source", "graded_source", "spin_source", "fit", "note"))
     if not any(section.has(k) for k in ("delay_ms", "cpu_ms", "resume_cpu_ms")):
         raise ModelError(f"{section.key('delay_ms')}: missing (a wakeup block needs delay_ms, cpu_ms and/or "
                          "resume_cpu_ms)")
     shape = section.number("shape", 1.0, strictly_positive=True, maximum=MAX_SHAPE)
     return WakeUp(section.number("delay_ms", 0.0) * MS, section.number("tau_ms", strictly_positive=True) * MS,
                   section.number("cpu_ms", 0.0) * MS, section.number("resume_cpu_ms", 0.0) * MS, shape,
-                  section.number("linger_us", 0.0) * US, section.number("graded", 0.0, maximum=1.0))
+                  section.number("linger_us", 0.0) * US, section.number("graded", 0.0, maximum=1.0),
+                  section.number("spin_share", 0.0, maximum=1.0))

@@ -10,7 +10,8 @@ proxies' wake-ups are fitted on the model's idle gaps, ``calibrate.load.wake_gap
     cpu = work + resume x wakes per request
 
 for the work (held on every request) and ``resume`` (the station's ``wakeup.resume_cpu``, paid when a job finds its
-worker idle), as ``calibrate.load.wake_split`` does.
+worker idle), as ``calibrate.load.wake_split`` does. A share of each wake's CPU (``SPIN_SHARE``) is Go's runtime
+waking a thread to spin on the app's idle P: it is booked beside the request, not before its work.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from meshsim.request import PredictOptions
 MIN_WAKE_SPREAD = 0.2  # wakes per request the two runs must differ by for two points to separate work from resume
 MAX_REQUESTS = 6000  # simulated requests per replay: enough for the share of idle jobs, quick to simulate
 RESUME_TAU_MS = 1.0  # a resume-only wake-up has no cold wake; tau is required by the block and has no effect
+# The share of a lab fortio app's CPU per wake that Go's spinning threads burn beside the woken one, off the request's
+# path (WakeUp.spin_share): 1 - the wake CPU split from baselines run with GOMAXPROCS=1 over the same split with the
+# default GOMAXPROCS=2, three interleaved pairs on the lab host: 0.51, 0.46, 0.40, while the work per request stays
+# (measurements/lab-go-spinning-2026-11-29).
+SPIN_SHARE = 0.45
+SPIN_SOURCE = ("measurements/lab-go-spinning-2026-11-29: the wake CPU GOMAXPROCS=1 takes from the lab's fortio apps "
+               "(0.40-0.51 in three interleaved pairs of chain3 baselines)")
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,24 @@ class WakeSplit:
         return WakeSplit(self.work_ms * share, self.resume_ms * share, f"{self.source}; x {share:.3f}: {why}",
                          self.source_runs)
 
+    def on_path_ms(self, cpu_low_ms: float) -> float:
+        """Of ``cpu_low_ms``, the one-connection run's CPU per request (work + its wakes' CPU), what the woken
+        threads run on the request's path: all but the spinning threads' share of the wakes."""
+        return cpu_low_ms - SPIN_SHARE * max(cpu_low_ms - self.work_ms, 0.0)
+
+    def within(self, hop_mean_ms: float, cpu_low_ms: float) -> WakeSplit:
+        """This split within the hop: an app burning more CPU per request on the request's path than its hop lasts
+        (work after the response, which a forwarding app's steps cannot hold) books the hop's time, both parts in
+        proportion."""
+        on_path = self.on_path_ms(cpu_low_ms)
+        if on_path <= hop_mean_ms:
+            return self
+        return self.scaled(hop_mean_ms / on_path, f"the apps' {on_path:.4f} ms CPU per request on its path exceeds "
+                                                  f"the {hop_mean_ms:.4f} ms hop")
+
     def wakeup_block(self) -> dict[str, object]:
-        return {"resume_cpu_ms": round(self.resume_ms, 5), "tau_ms": RESUME_TAU_MS, "source": self.source}
+        return {"resume_cpu_ms": round(self.resume_ms, 5), "tau_ms": RESUME_TAU_MS, "source": self.source,
+                "spin_share": SPIN_SHARE, "spin_source": SPIN_SOURCE}
 
 
 # (work ms, resume ms) -> the options replaying a run on the chain built with that split

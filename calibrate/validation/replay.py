@@ -27,7 +27,7 @@ from meshsim.calibrate.measure.dataset import Run
 from meshsim.calibrate.measure.lab.host_load import cores_left
 from meshsim.calibrate.fit.baseline_cpu import ReadAt, replay_rate
 from meshsim.calibrate.validation.forwarding_cpu import forwarding_collection, forwarding_cpu_ms
-from meshsim.calibrate.validation.forwarding_wake import WakeSplit, split_cpu
+from meshsim.calibrate.validation.forwarding_wake import SPIN_SHARE, SPIN_SOURCE, WakeSplit, split_cpu
 from meshsim.calibrate.validation.hop_spread import fit_hop_cv
 from meshsim.calibrate.fit.observations import from_result
 from meshsim.calibrate.fit.sim_check import (baseline_mean_ms, baseline_service, fit_topology, host_tick_hold,
@@ -105,15 +105,17 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
     """A lab call graph (``calibrate.lab.spec.parse_topology``): every service that calls others is a forwarding app
     costing one hop (half before its calls, half after); every leaf is the model's calibration.baseline.
 
-    ``app_cpu_ms``: the forwarding apps' measured CPU per request; that part of the hop holds the app's core and the
-    rest is a delay that holds none (waking, the kernel). None: the whole hop is CPU. ``wake``: that CPU split into
-    work per request (the compute steps) and CPU per wake (the app's ``wakeup.resume_cpu``, paid when a job finds its
-    worker idle: per request at a low rate, per batch near saturation). ``hop_cv``: each step's spread.
+    ``app_cpu_ms``: the forwarding apps' measured CPU per request; what of it is on the request's path holds the
+    app's core and the rest of the hop is a delay that holds none (waking, the kernel). None: the whole hop is CPU.
+    ``wake``: that CPU split into work per request (the compute steps) and CPU per wake (the app's
+    ``wakeup.resume_cpu``, paid when a job finds its worker idle: per request at a low rate, per batch near
+    saturation), of which the spinning threads' share is off the path. ``hop_cv``: each step's spread.
     ``leaf_at``: (rate, connections, payload) to read the leaves' CPU at (:func:`baseline_service`).
     ``collection``: the forwarding apps' garbage collections (``app_cpu_ms`` and ``wake`` are then their CPU beyond)."""
     leaf_source = f"calibration.baseline of mesh model {model.get('name')!r}"
-    wake = _on_hop(hop_mean_ms, app_cpu_ms, wake)
-    handler = hop_halves(hop_mean_ms, hop_source, app_cpu_ms, wake, hop_cv)
+    on_path = app_cpu_ms if wake is None or app_cpu_ms is None else wake.on_path_ms(app_cpu_ms)
+    wake = wake.within(hop_mean_ms, app_cpu_ms) if wake is not None and app_cpu_ms is not None else wake
+    handler = hop_halves(hop_mean_ms, hop_source, on_path, wake, hop_cv)
     services: dict[str, Any] = {}
     for service in graph:
         if not service.calls:
@@ -132,7 +134,8 @@ def graph_topology(model: Mapping[str, Any], name: str, graph: Sequence[Any], ho
 def hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None,
                 wake: WakeSplit | None = None, cv: float = HOP_CV) -> tuple[list[dict], list[dict]]:
     """The steps before and after a forwarding app's calls: half its CPU (its work per request, with ``wake``) each,
-    and half the rest of the hop as delays, each lognormal with coefficient of variation ``cv``."""
+    and half the rest of the hop beyond ``app_cpu_ms`` (the CPU on the path) as delays, each lognormal with
+    coefficient of variation ``cv``."""
     def half(mean_ms: float, what: str) -> dict[str, Any]:
         return {"family": "lognormal", "mean_ms": max(mean_ms / 2, 1e-4), "cv": cv,
                 "source": f"half of {what} ({hop_source}); cv {cv:g}"}
@@ -148,15 +151,6 @@ def hop_halves(hop_mean_ms: float, hop_source: str, app_cpu_ms: float | None,
         return [cpu], [cpu]
     wait = {"delay": half(hop_mean_ms - app_cpu_ms, "the hop's time beyond the apps' CPU")}
     return [wait, cpu], [cpu, wait]
-
-
-def _on_hop(hop_mean_ms: float, app_cpu_ms: float | None, wake: WakeSplit | None) -> WakeSplit | None:
-    """``wake`` within the hop: an app burning more CPU per request than its hop lasts (work after the response,
-    which a forwarding app's steps cannot hold) books the hop's time, both parts in proportion."""
-    if wake is None or app_cpu_ms is None or app_cpu_ms <= hop_mean_ms:
-        return wake
-    return wake.scaled(hop_mean_ms / app_cpu_ms, f"the apps' {app_cpu_ms:.4f} ms CPU per request exceeds the "
-                                                 f"{hop_mean_ms:.4f} ms hop")
 
 
 def _lab_graph(name: str) -> Sequence[Any] | None:
@@ -270,7 +264,10 @@ def _chain_topology(model: Mapping[str, Any], run: Run, runs: Sequence[Run], nam
     if isinstance(wake, str):
         notes.append(wake)
         return build(cpu, hop_cv=cv, leaf_at=at), (base.id,), notes
-    notes.append(wake.source + ("" if cpu <= hop else f" (x {hop / cpu:.3f}: within the hop)"))
+    on_path = wake.on_path_ms(cpu)
+    notes.append(wake.source + ("" if on_path <= hop else f" (x {hop / on_path:.3f}: within the hop)"))
+    notes.append(f"Go's spinning threads: {SPIN_SHARE:g} of each wake's CPU booked beside the request "
+                 f"({SPIN_SOURCE}); {on_path:.4f} of the {cpu:.4f} ms on {base.id}'s path")
     return build(cpu, wake, cv, at), wake.source_runs, notes
 
 

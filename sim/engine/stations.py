@@ -283,6 +283,13 @@ class Station:
                     wake_cpu += wake.cpu * cold  # the cold start itself runs on the worker
                     if recording:
                         self.cold_wakes += cold
+                if wake.spin_share > 0.0:  # threads woken beside it burn this share, on no request's path
+                    spun = wake_cpu * wake.spin_share
+                    wake_cpu -= spun
+                    if self.quota is not None or self.node is not None:
+                        self._run(now, spun)
+                    if recording:
+                        self.busy[server] += spun
         start = (now if free <= now else free) + wake_delay
         self.last_start = start + wake_cpu  # the thread is switched in before its own code reads the job
         held = work + wake_cpu

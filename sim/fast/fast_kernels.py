@@ -138,9 +138,10 @@ SLOW_WIDTH = 9
 ST_SERVERS, ST_PINNED, ST_WAKE, ST_NODE, ST_QUOTA, ST_JOBS = range(6)
 # (ST_GRADED: WakeUp.graded, the cold cost's graded share; ST_COLD: cold wakes while recording, a graded one's share;
 # ST_FRACTION: Station.cpu_fraction, the share of a compute step that holds a core; ST_GC_EVERY, ST_GC_CPU,
-# ST_GC_COUNT: an app's garbage collections, its CollectionClock's every, cpu and count, every 0 for none)
+# ST_GC_COUNT: an app's garbage collections, its CollectionClock's every, cpu and count, every 0 for none; ST_SPIN:
+# WakeUp.spin_share)
 (ST_DELAY, ST_TAU, ST_CPU, ST_RESUME, ST_BUDGET, ST_WAITED, ST_WOKE, ST_WORKED, ST_CPUWAIT, ST_SHAPE, ST_LINGER,
- ST_GRADED, ST_COLD, ST_FRACTION, ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT) = range(17)
+ ST_GRADED, ST_COLD, ST_FRACTION, ST_GC_EVERY, ST_GC_CPU, ST_GC_COUNT, ST_SPIN) = range(18)
 # proxy columns
 PX_STATION, PX_BALANCE, PX_NEXT, PX_BOUND, PX_BIND_STREAM, PX_HS_STREAM, PX_UNIFORM, PX_NPOST, PX_NEXP, PX_ACCEPTOR = (
     range(10))
@@ -461,6 +462,14 @@ def book(I, F, B, st, now, work, server, post, timed, clock):
                 wake_cpu += F[at(I, R_STF, st, ST_CPU)] * cold
                 if rec:
                     F[at(I, R_STF, st, ST_COLD)] += cold
+            spin = F[at(I, R_STF, st, ST_SPIN)]
+            if spin > 0.0:  # WakeUp.spin_share: threads woken beside it burn this share, on no request's path
+                spun = wake_cpu * spin
+                wake_cpu -= spun
+                if I[at(I, R_STI, st, ST_QUOTA)] or I[at(I, R_STI, st, ST_NODE)] >= 0:
+                    _cpu_run(I, F, st, now, spun, clock)
+                if rec:
+                    F[at(I, R_BUSY, st, server)] += spun
     start = (now if free <= now else free) + wake_delay
     F[at(I, R_GF, 0, GF_START)] = start + wake_cpu
     held = work + wake_cpu
@@ -786,7 +795,7 @@ MARGIN = 64  # latency slots an event may use at most, and the least room kept i
 # and a shift or lea fewer on the hot path (the stations', proxies', cores' and ops' tables); Layout checks them.
 WIDTHS = tuple({
     R_STREAM: 2, R_STI: 6, R_QTAG: QUOTA_RING, R_PXI: 10, R_NCORES: 1, R_NCOUNT: 1, R_NETI: 8, R_BALI: 4,
-    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 17,
+    R_OPS: OP_WIDTH, R_RBAL: 1, R_CHS: 1, R_CHN: 1, R_FKN: 1, R_LOADI: LOAD_I, R_THI: 3, R_FLAGS: FLAGS, R_STF: 18,
     R_QUSED: QUOTA_RING, R_PXF: PX_PEAK + 1, R_SLOW: SLOW_WIDTH, R_CORE: CORE_WIDTH, R_NETF: 3, R_LOADF: LOAD_F, R_THF: 3,
     R_GF: 4, R_PROFILE: 2, R_VIEWS: VIEW_WIDTH}.get(region, -1) for region in range(REGIONS))
 # Offsets the code fixes (-1: after these, where the scenario's sizes put it; read from I's header): the one-row

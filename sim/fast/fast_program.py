@@ -308,8 +308,8 @@ def station_arrays(lowering: Lowering) -> tuple:
         st_i[k, K.ST_QUOTA], st_f[k, K.ST_FRACTION] = int(s.quota is not None), s.cpu_fraction
         if s.wakeup is not None:
             w = s.wakeup
-            st_f[k, [K.ST_DELAY, K.ST_TAU, K.ST_CPU, K.ST_RESUME, K.ST_SHAPE, K.ST_LINGER, K.ST_GRADED]] = \
-                w.delay, w.tau, w.cpu, w.resume_cpu, w.shape, w.linger, w.graded
+            st_f[k, [K.ST_DELAY, K.ST_TAU, K.ST_CPU, K.ST_RESUME, K.ST_SHAPE, K.ST_LINGER, K.ST_GRADED, K.ST_SPIN]] = \
+                w.delay, w.tau, w.cpu, w.resume_cpu, w.shape, w.linger, w.graded, w.spin_share
         if s.quota is not None:
             st_f[k, K.ST_BUDGET] = s.quota.budget
         if (c := s.collection) is not None:  # CollectionClock
