@@ -137,15 +137,37 @@ def peak_rss_mb_of(pid: int) -> float | None:
 
 def start_recorded(name: str, argv: Sequence[str], ledger: "Ledger | None", **popen: Any) -> subprocess.Popen[bytes]:
     """Start ``argv`` as a child that ends with this process (meshsim.parent_death) and record it in ``ledger``,
-    with the interrupts held back: it is started and recorded, or neither."""
-    with interrupts_deferred():
-        proc = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
-            list(argv), stdin=subprocess.DEVNULL, close_fds=True,
-            preexec_fn=functools.partial(start_program, Parent.here()),  # noqa: PLW1509 - no locks taken
-            **popen)
-        if ledger is not None:
-            ledger.add_process(name, proc.pid, pid_start_ticks(proc.pid), list(argv))
+    with the interrupts held back: it is started and recorded, or neither. An interrupt that came meanwhile is
+    raised as the block ends, before the caller holds the child: the child is stopped and forgotten first (else it
+    ran on, recorded, until this process exited, and the ledger outlived the command)."""
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        with interrupts_deferred():
+            proc = subprocess.Popen(  # noqa: S603 - argv is built by the lab, never a shell string
+                list(argv), stdin=subprocess.DEVNULL, close_fds=True,
+                preexec_fn=functools.partial(start_program, Parent.here()),  # noqa: PLW1509 - no locks taken
+                **popen)
+            if ledger is not None:
+                ledger.add_process(name, proc.pid, pid_start_ticks(proc.pid), list(argv))
+    except KeyboardInterrupt:
+        if proc is not None:
+            with interrupts_deferred():
+                _stop_child(proc)
+                if ledger is not None:
+                    ledger.forget_process(proc.pid)
+        raise
+    assert proc is not None
     return proc
+
+
+def _stop_child(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after the grace period, and reap."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @dataclass

@@ -1,0 +1,73 @@
+"""A lab child is started and recorded with the interrupts held back (calibrate/measure/lab/supervisor.py
+``start_recorded``): an interrupt that lands meanwhile is raised as the block ends, before the caller holds the child,
+so the child is stopped and forgotten there. Before, a SIGTERM in that window left the second probe's fortio load
+running and recorded until the command exited, and the command's ledger behind (tests/test_lab_interrupts.py saw it
+on a clean-clone CI run of 2026-11-29)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from meshsim.calibrate.measure.lab.ledger import Ledger
+from meshsim.calibrate.measure.lab.supervisor import start_recorded
+from meshsim.calibrate.measure.process_identity import pid_alive
+
+SLEEPER = ["sleep", "30"]
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@pytest.fixture
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as meshsim's command line makes it."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class SignalledLedger(Ledger):
+    """A ledger whose recording of a process sends this process a SIGTERM: it arrives while the start is held back."""
+
+    def add_process(self, name: str, pid: int, start_ticks: int | None, argv: list[str]) -> None:
+        super().add_process(name, pid, start_ticks, argv)
+        self.started = pid
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _recorded(path: Path) -> list[Any]:
+    import json
+
+    return json.loads(path.read_text())["processes"]
+
+
+def test_an_interrupt_held_back_during_the_start_stops_and_forgets_the_child(tmp_path: Path,
+                                                                           sigterm_interrupts: None) -> None:
+    plain = Ledger.open("test", tmp_path, folder=tmp_path / "ledgers")
+    ledger = SignalledLedger(plain.path, plain.command, plain.state_dir, {}, [])
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        start_recorded("client/load", SLEEPER, ledger)
+    assert not pid_alive(ledger.started)  # stopped and reaped, not left to run until this process exits
+    assert ledger.processes == {} and _recorded(ledger.path) == []
+    assert ledger.close_if_clear() and not ledger.path.exists()
+
+
+def test_without_an_interrupt_the_child_runs_recorded(tmp_path: Path) -> None:
+    ledger = Ledger.open("test", tmp_path, folder=tmp_path / "ledgers")
+    proc = start_recorded("client/load", SLEEPER, ledger)
+    try:
+        assert pid_alive(proc.pid) and [p["pid"] for p in _recorded(ledger.path)] == [proc.pid]
+        assert not ledger.close_if_clear()  # a recorded process still runs: the ledger stays
+    finally:
+        proc.kill()
+        proc.wait()
+    ledger.forget_process(proc.pid)
+    assert ledger.close_if_clear()
