@@ -26,6 +26,13 @@ def interrupts_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
+def leave_interrupts_to_the_main_thread() -> None:
+    """In a helper thread, first thing: block the interrupt signals here, so the kernel delivers them to the main
+    thread, which holds them back where it must. A helper that took one would have Python run the handler in the main
+    thread at once, held back or not, and one run inside a finalizer is lost ("Exception ignored")."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
+
+
 def unblock_interrupts() -> None:
     """``preexec_fn`` of children started in ``interrupts_deferred``: a child inherits the blocked mask otherwise,
     and would ignore the SIGTERM that stops it."""

@@ -39,7 +39,8 @@ class WakeUp:
     ``linger`` is how long a worker that finished its work keeps running before it blocks: Envoy finishes its
     event-loop iteration (deferred deletes, timers, the next epoll_wait returning work already queued), Go's
     scheduler spins an M before it parks it. A pass arriving within the linger finds the thread still running: no
-    resume CPU, no cold wake (it never slept), and the time it lingered is CPU of the process. A pass arriving later
+    resume CPU, no cold wake (it never slept), and the time it lingered is CPU of the process (under its CPU quota,
+    which throttles a spinning thread like any other). A pass arriving later
     pays the whole linger as CPU, then the wake; only the time it slept (the idle gap less the linger) counts
     toward a cold wake. Linger 0 is a worker that blocks the moment it goes idle.
 

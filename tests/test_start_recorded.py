@@ -6,8 +6,9 @@ on a clean-clone CI run of 2026-11-29)."""
 
 from __future__ import annotations
 
-import os
+import gc
 import signal
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,21 +27,27 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 @pytest.fixture
 def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as meshsim's command line makes it."""
+    """SIGTERM raises KeyboardInterrupt, as meshsim's command line makes it; no collection runs meanwhile (an
+    exception a signal handler raises inside a finalizer, such as an earlier test's Popen.__del__, is swallowed)."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    gc.collect()
+    gc.disable()
     try:
         yield
     finally:
+        gc.enable()
         signal.signal(signal.SIGTERM, previous)
 
 
 class SignalledLedger(Ledger):
-    """A ledger whose recording of a process sends this process a SIGTERM: it arrives while the start is held back."""
+    """A ledger whose recording of a process sends the main thread a SIGTERM: it waits there while the start is held
+    back (sent to the process instead, a thread that does not hold it back, left by an earlier test in the same
+    worker, would take it at once)."""
 
     def add_process(self, name: str, pid: int, start_ticks: int | None, argv: list[str]) -> None:
         super().add_process(name, pid, start_ticks, argv)
         self.started = pid
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
 
 
 def _recorded(path: Path) -> list[Any]:
@@ -71,3 +78,30 @@ def test_without_an_interrupt_the_child_runs_recorded(tmp_path: Path) -> None:
         proc.wait()
     ledger.forget_process(proc.pid)
     assert ledger.close_if_clear()
+
+
+def _blocked_signals(tid: int) -> int:
+    """The thread's blocked-signal mask (SigBlk of /proc/self/task/TID/status)."""
+    with open(f"/proc/self/task/{tid}/status", encoding="ascii") as handle:
+        line = next(x for x in handle if x.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
+
+
+def test_the_labs_sampler_thread_leaves_the_interrupts_to_the_main_thread() -> None:
+    """A process-directed SIGTERM goes to a thread that does not block it; the sampler that runs beside every fortio
+    load blocks the interrupt signals, so they reach the main thread, which holds them back where it must."""
+    import time
+
+    from meshsim.calibrate.measure.lab.rss_sampler import RssSampler
+    from meshsim.interrupts import INTERRUPT_SIGNALS
+
+    sampler = RssSampler({"none": 0}, interval_s=0.01, read=lambda pid: None).start()
+    try:
+        time.sleep(0.05)
+        thread = next(t for t in threading.enumerate() if t.name == "meshsim-rss-sampler")
+        assert thread.native_id is not None
+        mask = _blocked_signals(thread.native_id)
+    finally:
+        sampler.stop()
+    assert all(mask & (1 << (int(sig) - 1)) for sig in INTERRUPT_SIGNALS)
+    assert not _blocked_signals(threading.main_thread().native_id or 0) & (1 << (int(signal.SIGTERM) - 1))

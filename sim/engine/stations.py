@@ -275,6 +275,8 @@ class Station:
         if wake is not None and free < now:
             slept = wake.slept(now - free)
             lingered = now - free - slept  # its loop kept running after its work: CPU of the process, not the pass's
+            if lingered > 0.0 and self.quota is not None:  # the kernel counts it against the quota (booked up to now)
+                self.quota.run(now - lingered, lingered)
             if slept > 0.0:
                 wake_cpu = wake.resume_cpu  # switched back in from epoll_wait
                 cold = wake.cold_share(slept, self._wake_next)

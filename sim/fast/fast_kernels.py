@@ -452,6 +452,8 @@ def book(I, F, B, st, now, work, server, post, timed, clock):
         linger = F[at(I, R_STF, st, ST_LINGER)]  # WakeUp.slept: a pass within the linger finds the thread running
         slept = now - free - linger if now - free > linger else 0.0
         lingered = now - free - slept
+        if lingered > 0.0 and I[at(I, R_STI, st, ST_QUOTA)]:  # Station._book: the lingering spends quota too
+            quota_run(I, F, st, now - lingered, lingered)
         if slept > 0.0:
             wake_cpu = F[at(I, R_STF, st, ST_RESUME)]
             p = -math.expm1(-(slept / F[at(I, R_STF, st, ST_TAU)]) ** F[at(I, R_STF, st, ST_SHAPE)])

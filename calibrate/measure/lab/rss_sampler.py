@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from meshsim.calibrate.measure.lab.supervisor import rss_mb_of
+from meshsim.interrupts import leave_interrupts_to_the_main_thread
 
 DEFAULT_INTERVAL_S = 0.25
 
@@ -37,6 +38,7 @@ class RssSampler:
                 self.samples.setdefault(name, []).append(rss)
 
     def _loop(self) -> None:
+        leave_interrupts_to_the_main_thread()
         while not self._stop.is_set():
             self._sample_once()
             self._stop.wait(self.interval_s)
