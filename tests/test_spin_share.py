@@ -5,6 +5,8 @@ on no request's path; the lab replay's forwarding apps carry the share measured 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,7 +91,17 @@ def test_the_share_is_read_written_and_bounded() -> None:
         mesh_from_data(data, "m.yaml")
 
 
-def test_the_replays_forwarding_apps_carry_the_measured_share_with_its_source() -> None:
+SPLIT = Path(__file__).resolve().parent.parent / "measurements" / "lab-go-spinning-2026-11-29" / "split.txt"
+
+
+def test_the_replays_forwarding_apps_carry_the_share_their_source_measured() -> None:
+    """The share is the mean over the folder's rounds of 1 - the wake CPU with one P / with the default (split.txt,
+    the replay's own splits of each round's baselines)."""
+    per_wake = {(g, r): float(ms) for g, r, ms in
+                re.findall(r"GOMAXPROCS=(\S+) round (\d): .*\+ ([\d.]+) ms per wake", SPLIT.read_text())}
+    rounds = sorted({r for _, r in per_wake})
+    assert len(rounds) == 3 and len(per_wake) == 6
+    measured = sum(1 - per_wake[("1", r)] / per_wake[("default", r)] for r in rounds) / len(rounds)
     block = WakeSplit(0.13, 0.136, "s", ("a", "b")).wakeup_block()
-    assert block["spin_share"] == SPIN_SHARE and 0.40 <= SPIN_SHARE <= 0.51
+    assert block["spin_share"] == SPIN_SHARE == pytest.approx(measured, abs=0.005)
     assert "lab-go-spinning-2026-11-29" in str(block["spin_source"])

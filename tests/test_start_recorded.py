@@ -7,16 +7,20 @@ on a clean-clone CI run of 2026-11-29)."""
 from __future__ import annotations
 
 import gc
+import json
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from meshsim.calibrate.measure.lab.ledger import Ledger
+from meshsim.calibrate.measure.lab.rss_sampler import RssSampler
 from meshsim.calibrate.measure.lab.supervisor import start_recorded
 from meshsim.calibrate.measure.process_identity import pid_alive
+from meshsim.interrupts import INTERRUPT_SIGNALS
 
 SLEEPER = ["sleep", "30"]
 
@@ -51,8 +55,6 @@ class SignalledLedger(Ledger):
 
 
 def _recorded(path: Path) -> list[Any]:
-    import json
-
     return json.loads(path.read_text())["processes"]
 
 
@@ -90,11 +92,6 @@ def _blocked_signals(tid: int) -> int:
 def test_the_labs_sampler_thread_leaves_the_interrupts_to_the_main_thread() -> None:
     """A process-directed SIGTERM goes to a thread that does not block it; the sampler that runs beside every fortio
     load blocks the interrupt signals, so they reach the main thread, which holds them back where it must."""
-    import time
-
-    from meshsim.calibrate.measure.lab.rss_sampler import RssSampler
-    from meshsim.interrupts import INTERRUPT_SIGNALS
-
     sampler = RssSampler({"none": 0}, interval_s=0.01, read=lambda pid: None).start()
     try:
         time.sleep(0.05)

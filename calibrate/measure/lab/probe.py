@@ -32,7 +32,8 @@ from meshsim.calibrate.measure.lab.span_count import collector_spans, wait_for_s
 from meshsim.calibrate.measure.lab.host_load import host_load, host_seconds
 from meshsim.calibrate.measure.prometheus.prom_histogram import Bucket
 from meshsim.calibrate.measure.lab.thread_sleeps import SLEEPS_NOTE, sleep_deltas, sleep_snapshot
-from meshsim.calibrate.measure.lab.supervisor import cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded
+from meshsim.calibrate.measure.lab.supervisor import (cpu_seconds_of, peak_rss_mb_of, rss_mb_of, start_recorded,
+                                                      stop_recorded)
 
 RESOLUTION_S = 0.00001  # fortio -r: 10 us buckets near the bottom (sub-millisecond proxy passes)
 DEFAULT_MAX_ERROR_FRACTION = 0.001
@@ -143,10 +144,7 @@ def run_fortio(fortio: Path, url: str, settings: ProbeSettings, work: Path, extr
             peak.stop()
             _, status, usage = os.wait4(proc.pid, 0)  # rusage: the load generator's own CPU
         except KeyboardInterrupt:
-            proc.terminate()
-            proc.wait(timeout=5)
-            if ledger is not None:
-                ledger.forget_process(proc.pid)
+            stop_recorded(proc, ledger)
             raise
         finally:
             peak.stop()

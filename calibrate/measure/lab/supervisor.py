@@ -151,23 +151,24 @@ def start_recorded(name: str, argv: Sequence[str], ledger: "Ledger | None", **po
                 ledger.add_process(name, proc.pid, pid_start_ticks(proc.pid), list(argv))
     except KeyboardInterrupt:
         if proc is not None:
-            with interrupts_deferred():
-                _stop_child(proc)
-                if ledger is not None:
-                    ledger.forget_process(proc.pid)
+            stop_recorded(proc, ledger)
         raise
     assert proc is not None
     return proc
 
 
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after the grace period, and reap."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def stop_recorded(proc: subprocess.Popen[bytes], ledger: "Ledger | None") -> None:
+    """Stop a child ``start_recorded`` started (SIGTERM, SIGKILL after the grace period), reap it and take it out of
+    ``ledger``, with the interrupts held back: an interrupt path calls it, and a second signal must not cut it short."""
+    with interrupts_deferred():
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if ledger is not None:
+            ledger.forget_process(proc.pid)
 
 
 @dataclass
