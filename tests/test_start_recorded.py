@@ -92,9 +92,11 @@ def _blocked_signals(tid: int) -> int:
 def test_the_labs_sampler_thread_leaves_the_interrupts_to_the_main_thread() -> None:
     """A process-directed SIGTERM goes to a thread that does not block it; the sampler that runs beside every fortio
     load blocks the interrupt signals, so they reach the main thread, which holds them back where it must."""
-    sampler = RssSampler({"none": 0}, interval_s=0.01, read=lambda pid: None).start()
+    sampler = RssSampler({"none": 0}, interval_s=0.01, read=lambda pid: 1.0).start()
     try:
-        time.sleep(0.05)
+        deadline = time.monotonic() + 30.0  # its first sample: the loop is past its first line, however slow the host
+        while not sampler.samples and time.monotonic() < deadline:
+            time.sleep(0.01)
         thread = next(t for t in threading.enumerate() if t.name == "meshsim-rss-sampler")
         assert thread.native_id is not None
         mask = _blocked_signals(thread.native_id)
